@@ -1,0 +1,54 @@
+"""The contract between the Inductor hook and the parts that decide (heuristic, results cache, collector).
+
+`inductor_hooks` is the only module that touches Inductor internals. It turns each autotuning into an
+`AutotuneRequest` made of plain data (operation name, the log's feature columns, candidate choice ids),
+asks the registered policies which candidates to keep, and reports measured timings back. Policies never
+see Inductor objects, so they can be tested on plain data and survive Inductor refactors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class AutotuneRequest:
+    """One autotuning of one operation on one input, as plain data.
+
+    op_name: "mm", "addmm", "bmm", "packed_linear", ...
+    features: the AutoHeuristic log's feature columns for this input, in log column order
+        (numerical features first, then categorical), values as the log writes them.
+    metadata: the log's metadata for this device and operation: "name", "device_capa" (tuple),
+        "shared_memory" (int), "numerical_features", "categorical_features"; plus "device_name".
+    candidates: choice ids of every candidate Inductor offers, in Inductor's order, unique.
+    stage: "pre_codegen" (KernelTemplateChoice list, before Triton code exists) or
+        "post_codegen" (ChoiceCaller list, the preprocessing hook; the CPU path only reaches this one).
+    tensors: shapes/strides/dtypes of the inputs as plain data (for rebuilding the input offline).
+    """
+
+    op_name: str
+    features: dict[str, object]
+    metadata: dict[str, object]
+    candidates: list[str]
+    stage: str = "post_codegen"
+    tensors: list[dict[str, object]] = field(default_factory=list)
+
+
+class ChoicePolicy(Protocol):
+    """A part that narrows autotuning (cache, heuristic) or learns from it (collector)."""
+
+    def select(self, request: AutotuneRequest) -> list[str] | None:
+        """Return the candidate ids to keep (a subset of request.candidates, in any order),
+        or None for no opinion. Must be cheap; must not raise (the hook guards it anyway)."""
+        ...
+
+    def on_timings(
+        self,
+        request: AutotuneRequest,
+        timings: dict[str, float],
+        untimed: list[str],
+    ) -> None:
+        """Called after benchmarking with every timed candidate (ms; inf for failed runs removed and
+        listed in `untimed`)."""
+        ...

@@ -1,0 +1,1 @@
+"""Generated heuristics (pure Python), installed as ah_plugin.artifacts."""

@@ -1,0 +1,1 @@
+"""Offline tools: data layer, data generation, training, code generation, evaluation."""

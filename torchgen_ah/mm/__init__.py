@@ -1,0 +1,1 @@
+"""The mm specialisation of the offline tools."""
