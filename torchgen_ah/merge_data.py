@@ -1,0 +1,181 @@
+"""``python -m torchgen_ah.merge_data OUT IN...``: concatenate AutoHeuristic logs into one.
+
+Logs from different devices or operations must never be mixed silently, so inputs whose metadata differ
+are refused (exit code 2) with the differing keys and the files that disagree. Rows are streamed line by
+line (no pandas, constant memory); malformed rows are skipped with a warning naming file and line, and
+counted in the summary. Rows from a file whose header lists the same columns in another order are
+rewritten into the first file's order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import warnings
+
+from ah_plugin.log_format import (
+    CHOICE_COLUMN,
+    FEEDBACK_COLUMN,
+    AHLogError,
+    format_metadata,
+    parse_metadata,
+)
+
+_WARN_FIRST = 5
+
+
+class MergeError(Exception):
+    """Inputs that cannot be merged (exit code 2)."""
+
+
+def _read_head(path: str) -> tuple[dict, list[str]]:
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        first = f.readline()
+        metadata = parse_metadata(first, path, 1)
+        header = f.readline().rstrip("\r\n")
+    if not header:
+        raise AHLogError(path, 2, "missing CSV header line")
+    columns = header.split(",")
+    expected = (
+        list(metadata["numerical_features"])
+        + list(metadata["categorical_features"])
+        + [CHOICE_COLUMN, FEEDBACK_COLUMN]
+    )
+    if sorted(columns) != sorted(expected):
+        raise AHLogError(path, 2, "header columns do not match the metadata's features")
+    return metadata, columns
+
+
+def metadata_differences(first: dict, other: dict) -> list[str]:
+    """Keys whose values differ (or that only one side has), in upstream key order."""
+    a = dict(first)
+    b = dict(other)
+    keys = list(dict.fromkeys([*a.keys(), *b.keys()]))
+    missing = object()
+    return [k for k in keys if a.get(k, missing) != b.get(k, missing)]
+
+
+def check_same_metadata(heads: list[tuple[str, dict]]) -> None:
+    """Raise MergeError naming keys and files when any input's metadata differs from the first's."""
+    base_path, base = heads[0]
+    problems = []
+    for path, metadata in heads[1:]:
+        keys = metadata_differences(base, metadata)
+        if keys:
+            detail = "; ".join(
+                f"{k}: {base.get(k, '<absent>')!r} vs {metadata.get(k, '<absent>')!r}" for k in keys
+            )
+            problems.append(f"  {path} differs from {base_path} in {', '.join(keys)} ({detail})")
+    if problems:
+        raise MergeError("refusing to merge logs with different metadata:\n" + "\n".join(problems))
+
+
+def _row_problem(fields: list[str], columns: list[str], numerical_idx: list[int], choice_idx: int, fb_idx: int):
+    """Why a row is malformed (the same rules as ``ah_log.read_log``), or None."""
+    n = len(columns)
+    if len(fields) != n:
+        return f"expected {n} fields, found {len(fields)}"
+    for i in numerical_idx:
+        try:
+            value = float(fields[i])
+        except ValueError:
+            value = math.nan
+        if math.isnan(value):
+            return f"numerical feature {columns[i]} is not a number"
+    try:
+        feedback = float(fields[fb_idx])
+    except ValueError:
+        return "feedback is not a number"
+    if math.isnan(feedback):
+        return "feedback is not a number"
+    if feedback < 0:
+        return "feedback is negative"
+    if not fields[choice_idx]:
+        return "empty choice"
+    return None
+
+
+def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
+    """Merge ``inputs`` into ``out`` (written atomically). Returns (rows written, rows skipped)."""
+    if not inputs:
+        raise MergeError("no input files given")
+    heads = []
+    for path in inputs:
+        if not os.path.isfile(path):
+            raise MergeError(f"{path}: no such file")
+        if os.path.exists(out) and os.path.samefile(out, path):
+            raise MergeError(f"{out}: output is also an input")
+        heads.append((path, *_read_head(path)))
+    check_same_metadata([(path, metadata) for path, metadata, _ in heads])
+    metadata, columns = heads[0][1], heads[0][2]
+    numerical = set(metadata["numerical_features"])
+    numerical_idx = [i for i, c in enumerate(columns) if c in numerical]
+    choice_idx, fb_idx = columns.index(CHOICE_COLUMN), columns.index(FEEDBACK_COLUMN)
+    n = len(columns)
+
+    total_rows = total_skipped = 0
+    directory = os.path.dirname(out)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    tmp = f"{out}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as dst:
+            dst.write(format_metadata(metadata) + "\n")
+            dst.write(",".join(columns) + "\n")
+            for path, _, their_columns in heads:
+                order = None
+                if their_columns != columns:
+                    order = [their_columns.index(c) for c in columns]
+                rows, skipped = 0, []
+                with open(path, encoding="utf-8", errors="replace", newline="") as src:
+                    src.readline()
+                    src.readline()
+                    for lineno, line in enumerate(src, start=3):
+                        line = line.rstrip("\r\n")
+                        if not line:
+                            continue
+                        fields = line.split(",")
+                        if order is not None and len(fields) == n:
+                            fields = [fields[i] for i in order]
+                        problem = _row_problem(fields, columns, numerical_idx, choice_idx, fb_idx)
+                        if problem:
+                            skipped.append((lineno, problem))
+                            continue
+                        dst.write(line + "\n" if order is None else ",".join(fields) + "\n")
+                        rows += 1
+                if skipped:
+                    named = ", ".join(f"line {ln} ({why})" for ln, why in skipped[:_WARN_FIRST])
+                    more = f" and {len(skipped) - _WARN_FIRST} more" if len(skipped) > _WARN_FIRST else ""
+                    warnings.warn(f"{path}: skipped {len(skipped)} malformed row(s): {named}{more}")
+                log(f"{path}: {rows:,} rows, {len(skipped):,} skipped")
+                total_rows += rows
+                total_skipped += len(skipped)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    log(f"wrote {out}: {total_rows:,} rows from {len(inputs)} file(s), {total_skipped:,} skipped")
+    return total_rows, total_skipped
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m torchgen_ah.merge_data",
+        description="Concatenate AutoHeuristic logs that share the same metadata.",
+    )
+    parser.add_argument("out", help="merged log to write (replaced if it exists)")
+    parser.add_argument("inputs", nargs="+", help="logs to merge, in order")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("always")
+    try:
+        merge_logs(args.out, args.inputs)
+    except (MergeError, AHLogError) as exc:
+        print(f"merge_data: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
