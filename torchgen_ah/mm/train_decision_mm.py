@@ -1,0 +1,160 @@
+"""The mm ranking heuristic: upstream's CLI, mm's derived features and defaults, on the generic trainer.
+
+    python -m torchgen_ah.mm.train_decision_mm datasets/a100/a100_mm.txt --heuristic-name MMRankingA100 \\
+        --ranking 10 --save-dot --data train_timm datasets/a100/a100_timm_train_mm.txt \\
+        --data train_hf datasets/a100/a100_hf_train_mm.txt
+
+writes artifacts/_MMRankingA100.py (+ .dot with --save-dot, + .report.md with the metrics table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+
+from torchgen_ah import codegen
+from torchgen_ah.ah_log import feature_columns, input_keys, read_log
+from torchgen_ah.heldout import HOLDOUTS
+from torchgen_ah.train_decision import (
+    FeatureSpec,
+    TimingTable,
+    TrainResult,
+    metrics_markdown,
+    timing_table,
+    train,
+)
+
+DEFAULT_CHOICE = "extern_mm"
+#: each extra dataset counts this many times (upstream appended TIMM and HF three times each)
+EXTRA_WEIGHT = 3.0
+
+#: upstream's derived mm features (DESIGN.md section 5); expressions read floats, see FeatureSpec
+MM_DERIVED = [
+    ("m*k", 'x["m"] * x["k"]'),
+    ("m*n", 'x["m"] * x["n"]'),
+    ("k*n", 'x["k"] * x["n"]'),
+    ("arith_intensity", 'x["m"] * x["k"] * x["n"] / (x["m"] * x["k"] + x["k"] * x["n"] + x["m"] * x["n"])'),
+]
+
+
+def load_table(path: str, name: str, weight: float = 1.0) -> tuple[TimingTable, dict]:
+    """Parse one log and reduce it to its (input x choice) median-time table."""
+    log = read_log(path)
+    frame = log.frame
+    table = timing_table(frame, feature_columns(log.metadata), name, weight,
+                         keys=input_keys(frame, log.metadata))
+    return table, log.metadata
+
+
+def mm_feature_spec(metadata: dict) -> FeatureSpec:
+    return FeatureSpec(list(metadata["numerical_features"]), list(metadata["categorical_features"]),
+                       MM_DERIVED)
+
+
+def _check_same_device(main_md: dict, other_md: dict, path: str) -> None:
+    keys = ("name", "device_capa", "shared_memory", "numerical_features", "categorical_features")
+    diff = [k for k in keys if main_md.get(k) != other_md.get(k)]
+    if diff:
+        raise SystemExit(f"{path}: metadata differs from the main dataset in {', '.join(diff)}")
+
+
+@dataclass
+class RunOutput:
+    result: TrainResult
+    artifact_path: str
+    report_path: str
+    dot_path: str | None
+    seconds: float
+
+
+def run(main_path: str, heuristic_name: str, *, ranking: int = 10,
+        data: list[tuple[str, str]] = (), out_dir: str = "artifacts", save_dot: bool = False,
+        holdout: str = "none", device_names: tuple[str, ...] = (), grid: dict | None = None,
+        command: str = "", log=print) -> RunOutput:
+    """Train the mm ranking heuristic and write its artifact, report (and DOT)."""
+    start = time.perf_counter()
+    main_name = os.path.splitext(os.path.basename(main_path))[0]
+    main, metadata = load_table(main_path, main_name)
+    extras = []
+    for name, path in data:
+        table, md = load_table(path, name, EXTRA_WEIGHT)
+        _check_same_device(metadata, md, path)
+        extras.append(table)
+    log(f"parsed {1 + len(extras)} file(s) in {time.perf_counter() - start:.1f} s: "
+        + ", ".join(f"{t.name} {len(t.keys)} inputs x {len(t.choices)} choices" for t in [main] + extras))
+    result = train(main, extras, mm_feature_spec(metadata), k=ranking, default=DEFAULT_CHOICE,
+                   holdout=holdout, grid=grid, log=log)
+
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, f"_{heuristic_name}")
+    sources = [f"{main_name} ({os.path.basename(main_path)})"] + [
+        f"{n} ({os.path.basename(p)}, x{EXTRA_WEIGHT:g})" for n, p in data]
+    src = codegen.generate_artifact(result.model, heuristic_name, metadata, device_names=device_names,
+                                    command=command, sources=sources)
+    with open(base + ".py", "w") as f:
+        f.write(src)
+    dot_path = None
+    if save_dot:
+        dot_path = base + ".dot"
+        with open(dot_path, "w") as f:
+            f.write(codegen.generate_dot(result.model, heuristic_name))
+    report = report_markdown(result, heuristic_name, ranking, holdout, command)
+    with open(base + ".report.md", "w") as f:
+        f.write(report)
+    log(report)
+    return RunOutput(result, base + ".py", base + ".report.md", dot_path, time.perf_counter() - start)
+
+
+def report_markdown(result: TrainResult, heuristic_name: str, k: int, holdout: str, command: str) -> str:
+    """The metrics table and how it was made (no timings: same data and flags, same bytes)."""
+    lines = [f"# {heuristic_name}: training report", ""]
+    if command:
+        lines += ["```", command, "```", ""]
+    lines += [f"Top-k lists: the first {k} choices of the ranking that have a time for the input, plus "
+              f"`{DEFAULT_CHOICE}`. Hit: the list holds the fastest time; regret: best time in the list / "
+              f"best time; near hit: within 1%; top-1: the first choice with a time. Hold-out: `{holdout}`.",
+              "", f"Chosen grid point: `{result.best_params}`", "",
+              metrics_markdown(result.metrics), "", "Grid (4-fold cross-validation by input: sha1(key) % 5 in 1..4):", "",
+              "| point | validation score (miss rate + mean log top-1 regret) |", "| --- | --- |"]
+    lines += [f"| `{p}` | {s:.5f} |" for p, s in result.grid]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m torchgen_ah.mm.train_decision_mm",
+        description="Train a ranking decision tree for mm kernel choices and emit it as a Python artifact.",
+    )
+    parser.add_argument("dataset", help="main AutoHeuristic log (e.g. datasets/a100/a100_mm.txt)")
+    parser.add_argument("--heuristic-name", required=True, help="class name, e.g. MMRankingA100")
+    parser.add_argument("--ranking", type=int, default=10, metavar="K",
+                        help="top-k size the lists are tuned and scored for (default 10)")
+    parser.add_argument("--data", nargs=2, action="append", default=[], metavar=("NAME", "FILE"),
+                        help="extra dataset for training only (weight 3); repeatable")
+    parser.add_argument("--out", default="artifacts", metavar="DIR", help="output folder (default artifacts/)")
+    parser.add_argument("--save-dot", action="store_true", help="also write the tree as Graphviz DOT")
+    parser.add_argument("--holdout", default="none", choices=HOLDOUTS,
+                        help="inputs never trained on: none (default) or sha1mod5 (the issue-2 protocol)")
+    parser.add_argument("--device-name", action="append", default=[], metavar="NAME",
+                        help="make the artifact specific to this device name (repeatable)")
+    args = parser.parse_args(argv)
+    argv_text = sys.argv[1:] if argv is None else list(argv)
+    command = "python -m torchgen_ah.mm.train_decision_mm " + shlex.join(argv_text)
+    try:
+        out = run(args.dataset, args.heuristic_name, ranking=args.ranking,
+                  data=[tuple(d) for d in args.data], out_dir=args.out, save_dot=args.save_dot,
+                  holdout=args.holdout, device_names=tuple(args.device_name), command=command)
+    except (OSError, ValueError) as exc:
+        print(f"train_decision_mm: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {out.artifact_path}" + (f", {out.dot_path}" if out.dot_path else "")
+          + f", {out.report_path} in {out.seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
