@@ -1,3 +1,145 @@
-"""ah-plugin: learned max-autotune for matrix multiplies in torch.compile."""
+"""ah-plugin: learned max-autotune for matrix multiplies in torch.compile.
+
+Switch-on without code: ``TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=mm`` / ``TORCHINDUCTOR_AUTOHEURISTIC_USE=mm``
+(the ``torch.backends`` entry point reads them at ``import torch``). Programmatic switch::
+
+    import ah_plugin
+    ah_plugin.install(collect=["mm"], log_path="mm.txt")   # or use=["mm"], top_k=5
+    ...
+    ah_plugin.uninstall()
+
+    with ah_plugin.enabled(use=["mm"]):                    # for a scope
+        ...
+
+**Environment variables win over the values given here** (ah_plugin/settings.py, docs/plugin.md).
+Importing this package is cheap: Inductor is imported only when the plugin is switched on.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
 
 __version__ = "0.1.0"
+
+_OURS: dict = {}  # role -> policy this module registered ("collector", "ranking", "cache")
+
+
+def _sync_policies() -> None:
+    """Register/unregister our own policies to match the effective settings."""
+    from . import inductor_hooks, settings
+
+    current = settings.current()
+    wanted = {}
+    if current.collect:
+        from .collector import default_collector
+
+        wanted["collector"] = (default_collector(), inductor_hooks.POSITION_COLLECTOR)
+    if current.use:
+        from .ranking import default_policy
+
+        wanted["ranking"] = (default_policy(ops=current.use), inductor_hooks.POSITION_HEURISTIC)
+    if current.tunable:
+        from . import tunable
+
+        wanted["cache"] = (tunable.policy(), inductor_hooks.POSITION_CACHE)
+    for role, policy in list(_OURS.items()):
+        if role not in wanted or wanted[role][0] is not policy:
+            inductor_hooks.unregister_policy(policy)
+            del _OURS[role]
+    for role, (policy, position) in wanted.items():
+        if role not in _OURS:
+            inductor_hooks.register_policy(policy, position)
+            _OURS[role] = policy
+
+
+def activate_from_environment() -> None:
+    """What the ``torch.backends`` entry point calls when a plugin variable is set."""
+    from . import inductor_hooks, settings
+
+    if not settings.current().active:  # also raises, naming the variable, on a bad value
+        return
+    inductor_hooks.install_hooks()
+    try:
+        _sync_policies()
+    except Exception:
+        uninstall()
+        raise
+
+
+def install(
+    *,
+    collect=None,
+    use=None,
+    log_path: str | None = None,
+    top_k: int | None = None,
+    artifact_dir: str | None = None,
+    verbose: bool | None = None,
+    search_space: str | None = None,
+    search_sample: int | None = None,
+) -> None:
+    """Switch the plugin on for this process.
+
+    collect / use: op names ("mm", "addmm", "bmm", "packed_linear") or a comma-separated string.
+    The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
+    wins over the argument. Calling ``install`` again replaces the previous arguments.
+    """
+    from . import inductor_hooks, settings
+
+    settings.set_api_values(
+        collect=collect,
+        use=use,
+        log_path=log_path,
+        top_k=top_k,
+        artifact_dir=artifact_dir,
+        verbose=verbose,
+        search_space=search_space,
+        search_sample=search_sample,
+    )
+    inductor_hooks.install_hooks()
+    _sync_policies()
+
+
+def uninstall() -> None:
+    """Switch the plugin off: hooks removed, built-in AutoHeuristic and choices class restored."""
+    from . import inductor_hooks, settings
+
+    settings.set_api_values()
+    for policy in _OURS.values():
+        inductor_hooks.unregister_policy(policy)
+    _OURS.clear()
+    inductor_hooks.uninstall_hooks()
+
+
+@contextmanager
+def enabled(**kwargs):
+    """``install(**kwargs)`` for the ``with`` block; the previous state is restored afterwards."""
+    from . import inductor_hooks, settings
+
+    previous = settings.api_values()
+    was_installed = inductor_hooks.is_installed()
+    install(**kwargs)
+    try:
+        yield
+    finally:
+        if was_installed:
+            settings.set_api_values(**previous)
+            _sync_policies()
+        else:
+            uninstall()
+
+
+def status() -> dict:
+    """Whether the hooks are in, the effective settings, the policies asked (in order), collect stats."""
+    from . import inductor_hooks, settings
+
+    out = {
+        "installed": inductor_hooks.is_installed(),
+        "settings": settings.current(),
+        "policies": [type(p).__name__ for p in inductor_hooks.registered_policies()],
+    }
+    if "collector" in _OURS:
+        out["collect_stats"] = _OURS["collector"].stats
+    return out
+
+
+__all__ = ["__version__", "install", "uninstall", "enabled", "status", "activate_from_environment"]

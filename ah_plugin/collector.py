@@ -1,0 +1,99 @@
+"""The COLLECT policy: one AutoHeuristic log row per timed choice of every autotuned input.
+
+Unlike torch's built-in collector, which drops a whole input when one candidate got no timing, a
+choice that failed or was not timed is left out of the log and counted (``stats``); the input's other
+rows are written. Rows go through ``log_format.append_rows`` (one locked write per autotuning, so
+processes sharing a log never interleave; a log holding other metadata makes the rows go to a sibling
+file, with a warning).
+
+Where rows go: ``TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH`` (``log_path``) when set, as upstream: one file
+for every collected op (a ``{op}`` in the path is replaced by the op name, our extension); else
+upstream's default ``<inductor cache dir>/autoheuristic/<device name>/<op>.txt``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import features, log_format, settings
+from .policy import AutotuneRequest
+
+
+@dataclass
+class CollectStats:
+    """What this process logged: inputs, rows, and choices left out for lack of a timing."""
+
+    inputs: int = 0
+    rows: int = 0
+    untimed: int = 0
+    inputs_without_timings: int = 0
+    files: set = field(default_factory=set)
+
+
+class CollectorPolicy:
+    """``ChoicePolicy`` that never narrows (``select`` -> None) and logs ``on_timings``.
+
+    ops: ops to collect (None: ``settings.current().collect`` at each call).
+    log_path: file to write (None: ``settings.current().log_path``, then upstream's default).
+    """
+
+    def __init__(self, ops=None, log_path: str | None = None):
+        self._ops = None if ops is None else frozenset(ops)
+        self._log_path = log_path
+        self.stats = CollectStats()
+
+    @property
+    def op_names(self) -> frozenset:
+        return self._ops if self._ops is not None else settings.current().collect
+
+    def select(self, request: AutotuneRequest):
+        return None
+
+    def path_for(self, request: AutotuneRequest) -> str:
+        path = self._log_path or settings.current().log_path
+        if path:
+            return path.replace("{op}", request.op_name)
+        from .inductor_hooks import default_log_path
+
+        name = str(request.metadata.get("device_name", "cpu"))
+        device_type = "cpu" if tuple(request.metadata.get("device_capa", (0, 0))) == (0, 0) else "cuda"
+        return default_log_path(request.op_name, name, device_type)
+
+    def rows_for(self, request: AutotuneRequest, timings: dict[str, float]) -> list[str]:
+        """Formatted rows, one per timed choice, in the request's candidate order."""
+        meta = features.log_metadata(request.metadata)
+        order = [cid for cid in request.candidates if cid in timings]
+        order += [cid for cid in timings if cid not in set(order)]
+        return [log_format.format_row(meta, request.features, cid, timings[cid]) for cid in order]
+
+    def on_timings(self, request: AutotuneRequest, timings: dict[str, float], untimed: list[str]) -> None:
+        if request.op_name not in self.op_names:
+            return
+        self.stats.untimed += len(untimed)
+        if not timings:
+            self.stats.inputs_without_timings += 1
+            return
+        rows = self.rows_for(request, timings)
+        meta = features.log_metadata(request.metadata)
+        columns = log_format.header_columns(meta, request.features)  # torch's collector's column order
+        written = log_format.append_rows(self.path_for(request), meta, rows, columns)
+        self.stats.inputs += 1
+        self.stats.rows += len(rows)
+        self.stats.files.add(written)
+        if settings.current().verbose:
+            import sys
+
+            left_out = f"; {len(untimed)} untimed left out ({', '.join(untimed)})" if untimed else ""
+            print(f"[ah_plugin] collect {request.op_name}: {len(rows)} rows -> {written}{left_out}",
+                  file=sys.stderr)
+
+
+_default: CollectorPolicy | None = None
+
+
+def default_collector() -> CollectorPolicy:
+    """The process-wide collector (the switch-on registers this one)."""
+    global _default
+    if _default is None:
+        _default = CollectorPolicy()
+    return _default

@@ -1,0 +1,191 @@
+"""Every switch of the plugin, in one place: the environment variable and its Python-API twin.
+
+Rule (written once, here and in docs/plugin.md): **a variable that is set in the environment wins over
+the value given to ``ah_plugin.install(...)``/``enabled(...)``; an unset (or empty) variable leaves the
+API value, and with neither the default applies.**
+
+Standard library only: ``_autoload`` calls ``env_requests_plugin`` on every ``import torch``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+# Upstream variables (same meaning as torch's built-in AutoHeuristic: comma-separated op names).
+ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
+ENV_USE = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
+ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"  # "DEFAULT" or unset: per-device file
+# Ours.
+ENV_TOP_K = "AH_PLUGIN_TOP_K"
+ENV_ARTIFACT_DIR = "AH_PLUGIN_ARTIFACT_DIR"
+ENV_VERBOSE = "AH_PLUGIN_VERBOSE"
+ENV_SEARCH_SPACE = "AH_PLUGIN_SEARCH_SPACE"  # "default" | "wide"
+ENV_SEARCH_SAMPLE = "AH_PLUGIN_SEARCH_SAMPLE"  # extra configs sampled per input in collect mode
+ENV_DISABLE = "AH_PLUGIN_DISABLE"  # "1": the plugin stays off whatever else is set
+# The results cache (ah_plugin/tunable) owns the meaning of these; any of them switches the hook on.
+TUNABLE_PREFIX = "AH_TUNABLE_"
+
+_FALSE_WORDS = ("", "0", "false", "off", "no")
+
+# Built-in AutoHeuristic decisions that are not autotunings (padding, mixed mm): they stay torch's,
+# even when named in the same variables.
+BUILTIN_ONLY_OPS = frozenset({"pad_mm", "mixed_mm"})
+SEARCH_SPACES = ("default", "wide")
+
+
+def env_requests_plugin(environ=None) -> bool:
+    """True when any variable asks for the plugin. A few dict lookups; imports nothing."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_DISABLE, "").strip().lower() not in _FALSE_WORDS:
+        return False
+    for name in (ENV_COLLECT, ENV_USE):
+        if _ops(env.get(name)):
+            return True
+    for key in env:
+        if key.startswith(TUNABLE_PREFIX) and env[key].strip().lower() not in _FALSE_WORDS:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective switches. ``collect``/``use``: op names ("mm", "addmm", "bmm", "packed_linear")."""
+
+    collect: frozenset = frozenset()
+    use: frozenset = frozenset()
+    log_path: str | None = None  # None: <inductor cache dir>/autoheuristic/<device>/<op>.txt
+    top_k: int = 10
+    artifact_dir: str | None = None
+    verbose: bool = False
+    search_space: str = "wide"  # "wide": add filtered exhaustive configs (GPU Triton mm only)
+    search_sample: int = 20  # extra configs benchmarked per input in collect mode
+    tunable: bool = False  # any AH_TUNABLE_* variable set (the cache decides what it means)
+
+    @property
+    def handled_ops(self) -> frozenset:
+        """Ops the plugin acts on (and the built-in must leave alone)."""
+        return self.collect | self.use
+
+    @property
+    def active(self) -> bool:
+        return bool(self.collect or self.use or self.tunable)
+
+
+def _ops(text) -> frozenset:
+    if text is None:
+        return frozenset()
+    if isinstance(text, str):
+        items = text.split(",")
+    else:
+        items = list(text)
+    names = (item.strip() for item in items if item and item.strip())
+    return frozenset(name for name in names if name not in BUILTIN_ONLY_OPS)
+
+
+def _int(name: str, text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected an integer") from None
+    if value < minimum:
+        raise ValueError(f"{name}={text!r}: must be >= {minimum}")
+    return value
+
+
+def _from_env(env) -> dict:
+    """Fields set by the environment (only those present and non-empty)."""
+    out: dict = {}
+    if env.get(ENV_COLLECT, "").strip():
+        out["collect"] = _ops(env[ENV_COLLECT])
+    if env.get(ENV_USE, "").strip():
+        out["use"] = _ops(env[ENV_USE])
+    path = env.get(ENV_LOG_PATH, "").strip()
+    if path:
+        out["log_path"] = None if path == "DEFAULT" else path
+    if env.get(ENV_TOP_K, "").strip():
+        out["top_k"] = _int(ENV_TOP_K, env[ENV_TOP_K].strip(), 1)
+    if env.get(ENV_ARTIFACT_DIR, "").strip():
+        out["artifact_dir"] = env[ENV_ARTIFACT_DIR].strip()
+    if env.get(ENV_VERBOSE, "").strip():
+        out["verbose"] = env[ENV_VERBOSE].strip().lower() not in _FALSE_WORDS
+    if env.get(ENV_SEARCH_SPACE, "").strip():
+        space = env[ENV_SEARCH_SPACE].strip().lower()
+        if space not in SEARCH_SPACES:
+            raise ValueError(f"{ENV_SEARCH_SPACE}={space!r}: expected one of {SEARCH_SPACES}")
+        out["search_space"] = space
+    if env.get(ENV_SEARCH_SAMPLE, "").strip():
+        out["search_sample"] = _int(ENV_SEARCH_SAMPLE, env[ENV_SEARCH_SAMPLE].strip(), 0)
+    if any(k.startswith(TUNABLE_PREFIX) and v.strip().lower() not in _FALSE_WORDS for k, v in env.items()):
+        out["tunable"] = True
+    return out
+
+
+_api_values: dict = {}
+
+
+def _normalise_api(values: dict) -> dict:
+    names = {f.name for f in fields(Settings)}
+    out = {}
+    for key, value in values.items():
+        if key not in names:
+            raise TypeError(f"unknown ah_plugin setting {key!r}; known: {sorted(names)}")
+        if value is None and key not in ("log_path", "artifact_dir"):
+            continue
+        if key in ("collect", "use"):
+            value = _ops(value)
+        elif key == "search_space" and value not in SEARCH_SPACES:
+            raise ValueError(f"search_space={value!r}: expected one of {SEARCH_SPACES}")
+        elif key in ("top_k",) and int(value) < 1:
+            raise ValueError(f"top_k={value!r}: must be >= 1")
+        out[key] = value
+    return out
+
+
+def set_api_values(**values) -> None:
+    """Replace the API layer (``install``/``enabled`` call this). Unknown names raise TypeError."""
+    global _api_values
+    _api_values = _normalise_api(values)
+
+
+def api_values() -> dict:
+    return dict(_api_values)
+
+
+def current(environ=None) -> Settings:
+    """Effective settings: defaults, then the API values, then the environment on top."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_DISABLE, "").strip().lower() not in _FALSE_WORDS:
+        return Settings()
+    merged = dict(_api_values)
+    merged.update(_from_env(env))
+    return replace(Settings(), **merged)
+
+
+def describe(settings: Settings) -> str:
+    """A stable text of the settings that change what Inductor generates (for cache keys)."""
+    return (
+        f"collect={','.join(sorted(settings.collect))};use={','.join(sorted(settings.use))};"
+        f"top_k={settings.top_k};artifact_dir={settings.artifact_dir};"
+        f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable}"
+    )
+
+
+__all__ = [
+    "ENV_COLLECT",
+    "ENV_USE",
+    "ENV_LOG_PATH",
+    "ENV_TOP_K",
+    "ENV_ARTIFACT_DIR",
+    "ENV_VERBOSE",
+    "ENV_SEARCH_SPACE",
+    "ENV_SEARCH_SAMPLE",
+    "ENV_DISABLE",
+    "TUNABLE_PREFIX",
+    "Settings",
+    "env_requests_plugin",
+    "set_api_values",
+    "api_values",
+    "current",
+    "describe",
+]

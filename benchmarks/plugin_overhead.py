@@ -1,0 +1,113 @@
+"""Plugin overhead: (1) feature extraction + ranking per mm lowering, (2) ``import torch`` with the
+plugin installed and switched off vs. entry points off (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``).
+
+    python benchmarks/plugin_overhead.py [--runs 7] [--no-write]
+
+Prints a markdown table and rewrites the ``plugin_overhead`` section of benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+from ah_plugin import features  # noqa: E402
+
+ARTIFACT = os.path.join(REPO, "artifacts", "_MMRankingH100.py")
+SHAPES = [(8192, 1024, 256), (1024, 1024, 1024), (4096, 4096, 512), (128, 8192, 4096)]
+
+
+def _desc(size, stride):
+    return {"size": list(size), "stride": list(stride), "dtype": "torch.bfloat16"}
+
+
+def _load_artifact():
+    if not os.path.exists(ARTIFACT):
+        return None
+    spec = importlib.util.spec_from_file_location("_ah_bench_artifact", ARTIFACT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.MMRankingH100()
+
+
+def per_lowering(repeats: int = 2000):
+    """Median microseconds of features (and features + ranking) per mm lowering."""
+    from ah_plugin import ranking
+
+    artifact = _load_artifact()
+    options = ranking.UseOptions(top_k=10)
+    candidates = list(artifact.choices)[:24] if artifact is not None else []
+    feat_us, total_us = [], []
+    for i in range(repeats):
+        m, k, n = SHAPES[i % len(SHAPES)]
+        tensors = [_desc((m, k), (k, 1)), _desc((k, n), (n, 1))]
+        t0 = time.perf_counter()
+        feats, num, cat = features.op_features("mm", tensors, False)
+        row = features.ordered_features(feats, num, cat)
+        features.metadata("mm", num, cat, (9, 0), 232448, "NVIDIA H200")
+        t1 = time.perf_counter()
+        if artifact is not None:
+            ranking.choose(artifact.rank(row), candidates, options)
+        t2 = time.perf_counter()
+        feat_us.append((t1 - t0) * 1e6)
+        total_us.append((t2 - t0) * 1e6)
+    return statistics.median(feat_us), statistics.median(total_us), artifact is not None
+
+
+def import_torch_median(runs: int, env_extra: dict) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_AUTOHEURISTIC", "AH_"))}
+    env.update(env_extra)
+    code = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
+    times = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        times.append(float(out.stdout.strip().splitlines()[-1]))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7, help="fresh processes per import variant")
+    parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    args = parser.parse_args()
+
+    feat_us, total_us, have_artifact = per_lowering()
+    # interleave the two variants so machine load drifts affect both alike
+    off, autoload_off = [], []
+    for _ in range(args.runs):
+        off.append(import_torch_median(1, {}))
+        autoload_off.append(import_torch_median(1, {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}))
+    off_med, base_med = statistics.median(off), statistics.median(autoload_off)
+    rank_note = "MMRankingH100 (artifacts/)" if have_artifact else "no artifact in artifacts/: ranking not measured"
+    body = "\n".join([
+        "## Plugin overhead",
+        "",
+        f"Command: `python benchmarks/plugin_overhead.py --runs {args.runs}` "
+        f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs)",
+        "",
+        "| measure | median |",
+        "| --- | --- |",
+        f"| features per mm lowering | {feat_us:.1f} us |",
+        f"| features + ranking + top-k per mm lowering ({rank_note}) | {total_us:.1f} us |",
+        f"| `import torch`, plugin installed, switched off ({args.runs} fresh processes) | {off_med * 1000:.0f} ms |",
+        f"| `import torch`, `TORCH_DEVICE_BACKEND_AUTOLOAD=0` ({args.runs} fresh processes) | {base_med * 1000:.0f} ms |",
+        f"| difference | {(off_med - base_med) * 1000:+.0f} ms (spread of runs: {min(off) * 1000:.0f}-{max(off) * 1000:.0f} ms vs {min(autoload_off) * 1000:.0f}-{max(autoload_off) * 1000:.0f} ms) |",
+    ])
+    print(body)
+    if not args.no_write:
+        from _results import update_section
+
+        update_section("plugin_overhead", body)
+
+
+if __name__ == "__main__":
+    main()
