@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Side-by-side evaluation on one GPU (issue 6): timing table + policy scores, compile cost, end to end.
+# Run from the repository root on the GPU machine:  OUT=/some/dir bash gpu_jobs/evaluate_gpu.sh
+# Budget: about 8 minutes in all (timing 4.5, compile cost 2, end to end 1.5); each part stops starting
+# new work when its budget is spent and reports what it skipped. Results land under $OUT; the report
+# section is written to $OUT/RESULTS.md (copy it into benchmarks/RESULTS.md between the evaluate_gpu markers).
+set -u
+OUT=${OUT:-$PWD/eval_gpu_out}
+TIMING_MIN=${TIMING_MIN:-4.5}
+COST_MIN=${COST_MIN:-2}
+E2E_MIN=${E2E_MIN:-1.5}
+export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt" 2>&1 || true
+
+python -m torchgen_ah.compile_cost torchgen_ah/data/eval_shapes.csv --out "$OUT/compile_cost" \
+    --shapes 3 --max-minutes "$COST_MIN" 2>&1 | tail -30
+python -m torchgen_ah.e2e_models --out "$OUT/e2e" --models gpt2,vit \
+    --modes off,default,ours_adaptive --max-minutes "$E2E_MIN" 2>&1 | tail -20
+python -m torchgen_ah.evaluate torchgen_ah/data/eval_shapes.csv --out "$OUT/evaluate" --reps 3 \
+    --max-minutes "$TIMING_MIN" --compile-cost "$OUT/compile_cost/compile_cost.json" \
+    --e2e "$OUT/e2e/e2e.md" --results "$OUT/RESULTS.md" 2>&1 | tail -80
+# keep the small, readable outputs; drop caches and per-mode Triton folders
+rm -rf "$OUT"/evaluate/inductor_cache "$OUT"/compile_cost/caches_* "$OUT"/e2e/*/caches_*

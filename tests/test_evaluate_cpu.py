@@ -1,0 +1,92 @@
+"""The evaluator end to end on the CPU path: freezing + ``x @ self.w`` under no_grad lowers to
+``packed_linear`` with two real choices (DESIGN.md section 3), timed by the real worker through the
+plugin's collector, then tabled, scored, reported and plotted."""
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from torchgen_ah.evaluate import ShapesError, read_shapes, update_results_section
+from torchgen_ah.policies import fixed_policy, score_policies
+from torchgen_ah.timing_table import TimingTable
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+def test_cpu_run_tables_both_choices_and_scores_from_the_same_table(tmp_path):
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("op,m,k,n,batch,dtype,layout\npacked_linear,16,64,48,1,float32,NN\n")
+    out = tmp_path / "run"
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Results\n\n<!-- BEGIN evaluate_gpu -->\nold\n<!-- END evaluate_gpu -->\ntail\n")
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchgen_ah.evaluate", str(shapes), "--out", str(out), "--reps", "2",
+         "--device", "cpu", "--results", str(results)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=170,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+    table = TimingTable.load(out / "timing" / "packed_linear")
+    (key,) = table.inputs()
+    times = table.times(key)
+    assert len(times) == 2 and "extern__mkl_linear" in times
+    assert any(c.startswith("cpp_") for c in times)
+    frame = table.frame.set_index("choice")
+    assert (frame["reps"] == 3).all()  # one default-space autotuning + two repetitions, one process
+    assert frame["in_default"].all()
+    assert table.first_pick[key] in times
+
+    # a policy that keeps only the slower choice: regret = slower / faster, from this same table
+    slower = max(times, key=times.get)
+    faster = min(times, key=times.get)
+    per_input = score_policies(table, [fixed_policy("slower_only", lambda k, c: [slower])])
+    assert per_input.loc[0, "regret_vs_default"] == pytest.approx(times[slower] / times[faster])
+    assert per_input.loc[0, "benchmarked"] == 0
+
+    scored = pd.read_csv(out / "per_input_packed_linear.csv")
+    assert set(scored["policy"]) >= {"default", "space", "cache", "ours_k10", "ours_adaptive", "ours_k1"}
+    by_policy = scored.set_index("policy")
+    assert by_policy.loc["default", "regret_vs_default"] == pytest.approx(1.0)
+    assert by_policy.loc["default", "benchmarked"] == 2
+    assert by_policy.loc["cache", "benchmarked"] == 0
+    assert by_policy.loc["cache", "picked"] == table.first_pick[key]
+    assert (out / "evaluate_packed_linear.png").stat().st_size > 1000
+    report = (out / "evaluate.md").read_text()
+    assert "| default | 1 |" in report and "Cache hits" in report
+    text = results.read_text()
+    assert "old" not in text and text.endswith("tail\n") and "### packed_linear" in text
+
+
+def test_shapes_file_errors_name_file_and_line(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("op,m,k,n,batch,dtype,layout\nmm,8,16,32,1,bfloat16,NN\nmm,8,x,32,1,bfloat16,NN\n")
+    with pytest.raises(ShapesError, match=r"bad.csv:3: k='x'"):
+        read_shapes(bad)
+    bad.write_text("op,m,k,n,batch,dtype,layout\nconv,8,16,32,1,bfloat16,NN\n")
+    with pytest.raises(ShapesError, match=r"bad.csv:2: op 'conv'"):
+        read_shapes(bad)
+    js = tmp_path / "s.json"
+    js.write_text('[{"op": "bmm", "m": 4, "k": 8, "n": 16, "batch": 3, "dtype": "torch.float16", "layout": "tn"}]')
+    (row,) = read_shapes(js)
+    assert row == {"op": "bmm", "m": 4, "k": 8, "n": 16, "batch": 3, "dtype": "float16", "layout": "TN"}
+
+
+def test_default_shape_list_is_valid_and_covers_the_kinds():
+    rows = read_shapes(os.path.join(REPO, "torchgen_ah", "data", "eval_shapes.csv"))
+    assert 30 <= len(rows) <= 40
+    assert any(r["m"] <= 17 for r in rows)  # decode token counts
+    assert any(r["n"] % 16 or r["k"] % 16 for r in rows)  # odd sizes
+    assert {"NT", "TN"} <= {r["layout"] for r in rows}  # backward passes
+    assert {r["dtype"] for r in rows} == {"bfloat16", "float16", "float32"}
+
+
+def test_results_section_appended_when_absent(tmp_path):
+    path = tmp_path / "R.md"
+    path.write_text("# R\n")
+    update_results_section(str(path), "evaluate_gpu", "body")
+    assert path.read_text() == "# R\n\n<!-- BEGIN evaluate_gpu -->\nbody\n<!-- END evaluate_gpu -->\n"

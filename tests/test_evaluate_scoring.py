@@ -1,0 +1,193 @@
+"""Pure scoring on hand-built timing tables with known answers (no compile, no GPU)."""
+
+import math
+import os
+
+import pytest
+
+from ah_plugin.log_format import append_rows, format_row
+from torchgen_ah.policies import (
+    builtin_ah_policy,
+    cache_policy,
+    check_bars,
+    default_policy,
+    fixed_policy,
+    geomean,
+    score_policies,
+    space_policy,
+    summarize,
+)
+from torchgen_ah.timing_table import TimingTable, build_timing_table, table_from_records
+
+# Input "a": default's set {x, y}; z is only in the wider space and is the fastest.
+# Input "b": default's set {x, y, z}.
+RECORDS = [
+    ("a", "x", 2.0),
+    ("a", "y", 1.0),
+    ("a", "z", 0.8),
+    ("b", "x", 4.0),
+    ("b", "y", 5.0),
+    ("b", "z", math.inf),  # failed everywhere
+]
+DEFAULTS = {"a": {"x", "y"}, "b": {"x", "y", "z"}}
+
+
+def table():
+    return table_from_records(RECORDS, DEFAULTS)
+
+
+def summary_of(policies):
+    per_input = score_policies(table(), policies)
+    return per_input, summarize(per_input).set_index("policy")
+
+
+def test_regrets_against_default_pick_and_space_best():
+    slow = fixed_policy("slowest_known", lambda key, c: ["x"])
+    per_input, summary = summary_of([default_policy(), space_policy(), slow])
+    got = per_input.set_index(["input", "policy"])
+    assert got.loc[("a", "default"), "time_ms"] == 1.0
+    assert got.loc[("a", "space"), "regret_vs_default"] == pytest.approx(0.8)
+    assert got.loc[("a", "slowest_known"), "regret_vs_default"] == pytest.approx(2.0)
+    assert got.loc[("a", "slowest_known"), "regret_vs_best"] == pytest.approx(2.5)
+    assert got.loc[("b", "slowest_known"), "regret_vs_default"] == pytest.approx(1.0)
+    assert summary.loc["slowest_known", "gmean_vs_default"] == pytest.approx(math.sqrt(2.0))
+    assert summary.loc["slowest_known", "max_vs_default"] == pytest.approx(2.0)
+    assert summary.loc["slowest_known", "worse_10pct"] == 1
+    # one choice: taken without benchmarking
+    assert summary.loc["slowest_known", "mean_benchmarked"] == 0
+    assert summary.loc["default", "mean_benchmarked"] == pytest.approx(2.5)
+    assert summary.loc["space", "gmean_vs_best"] == pytest.approx(1.0)
+
+
+def test_failed_choice_gives_infinite_regret_and_geomean():
+    broken = fixed_policy("broken", lambda key, c: ["z"])
+    per_input, summary = summary_of([broken])
+    assert per_input.set_index("input").loc["b", "regret_vs_default"] == math.inf
+    assert summary.loc["broken", "gmean_vs_default"] == math.inf
+    assert geomean([1.0, 4.0]) == pytest.approx(2.0)
+
+
+def test_cache_hit_benchmarks_nothing_and_miss_falls_back():
+    per_input, summary = summary_of([cache_policy({"a": "x"})])
+    rows = per_input.set_index("input")
+    assert rows.loc["a", "benchmarked"] == 0 and rows.loc["a", "time_ms"] == 2.0
+    assert rows.loc["b", "benchmarked"] == 3 and rows.loc["b", "note"].startswith("cache miss")
+
+
+def test_policy_choosing_unknown_choice_is_an_error():
+    with pytest.raises(ValueError, match="not in the timing table"):
+        score_policies(table(), [fixed_policy("bad", lambda key, c: ["nope"])])
+
+
+def test_bars_pass_and_fail_with_numbers():
+    fast = fixed_policy("ours_adaptive", lambda key, c: ["y", "x"] if key == "a" else ["x", "y"])
+    quality = fixed_policy("ours_k10", lambda key, c: ["z", "y"] if key == "a" else ["x", "z"])
+    per_input = score_policies(table(), [default_policy(), fast, quality, cache_policy({"a": "y", "b": "x"})])
+    summary = summarize(per_input)
+    secs = {"default": 10.0, "ours_adaptive": 2.0, "ours_k10": 9.0}
+    bars = {b.name.split()[0]: b for b in check_bars(summary, autotune_seconds=secs,
+                                                       compile_seconds={"cache": 1.05, "off": 1.0})}
+    assert bars["Fast"].passed is True and "20%" not in bars["Fast"].detail
+    assert "autotune 2.00 s vs default 10.00 s" in bars["Fast"].detail
+    # quality: geomean speedup sqrt(1/0.8) = 1.118 and worst 1.0 -> passes
+    assert bars["Quality"].passed is True and "1.1180" in bars["Quality"].detail
+    assert bars["Cache"].passed is True
+    slow_cache = check_bars(summary, compile_seconds={"cache": 1.2, "off": 1.0})[2]
+    assert slow_cache.passed is False and "1.200x" in slow_cache.detail
+
+
+def _write_log(path, metadata, rows):
+    lines = [format_row(metadata, feats, choice, t) for feats, choice, t in rows]
+    append_rows(path, metadata, lines)
+
+
+META = {
+    "shared_memory": 232448,
+    "device_capa": (9, 0),
+    "name": "mm",
+    "numerical_features": ["m", "k", "n", "mat1_stride_0", "mat1_stride_1", "mat2_stride_0", "mat2_stride_1"],
+    "categorical_features": ["mat1_dtype", "mat2_dtype", "mat1_iscontig", "mat2_iscontig", "using_tf32"],
+}
+
+
+def feats(m, k, n):
+    return {
+        "m": m, "k": k, "n": n, "mat1_stride_0": k, "mat1_stride_1": 1, "mat2_stride_0": n,
+        "mat2_stride_1": 1, "mat1_dtype": "torch.bfloat16", "mat2_dtype": "torch.bfloat16",
+        "mat1_iscontig": True, "mat2_iscontig": True, "using_tf32": "not_float_32",
+    }
+
+
+def test_table_from_logs_takes_median_default_set_and_first_pick(tmp_path):
+    f = feats(64, 128, 256)
+    searched = tmp_path / "searched.txt"
+    default = tmp_path / "default.txt"
+    # three repetitions over the searched space {x, y, w}
+    _write_log(searched, META, [(f, "x", 1.0), (f, "y", 3.0), (f, "w", math.inf),
+                                (f, "x", 9.0), (f, "y", 2.0), (f, "w", math.inf),
+                                (f, "x", 2.0), (f, "y", 2.5), (f, "w", math.inf)])
+    # one default-space autotuning {x, y}: y wins this one
+    _write_log(default, META, [(f, "x", 5.0), (f, "y", 2.2)])
+    t = build_timing_table([searched], [default], labels=None)
+    (key,) = t.inputs()
+    times = t.times(key)
+    assert times["x"] == pytest.approx(3.5)  # median of 1, 9, 2, 5
+    assert times["y"] == pytest.approx(2.35)  # median of 3, 2, 2.5, 2.2
+    assert times["w"] == math.inf
+    assert sorted(t.default_set(key)) == ["x", "y"]
+    assert t.first_pick[key] == "y"
+    assert t.features[key]["m"] == 64 and t.features[key]["mat1_dtype"] == "torch.bfloat16"
+    t.save(tmp_path / "out")
+    back = TimingTable.load(tmp_path / "out")
+    assert back.times(key) == times and back.default_set(key) == t.default_set(key)
+    assert back.metadata["device_capa"] == (9, 0)
+
+
+def test_builtin_ah_matches_upstream_controller_on_h100_metadata():
+    """Our replay of the built-in AutoHeuristic keeps what upstream's controller keeps."""
+    from torch._inductor.autoheuristic.artifacts._MMRankingH100 import MMRankingH100
+    from torch._inductor.autoheuristic.autoheuristic_utils import AHMetadata
+    from torch._inductor.autoheuristic.learned_heuristic_controller import LearnedHeuristicController
+
+    from torchgen_ah.policies import _builtin_context
+
+    known = MMRankingH100().choices
+    candidates = known[:5] + known[40:80] + ["extern_mm"]
+    f = feats(1024, 4096, 512)
+    records = [("i", c, 1.0 + i / 100) for i, c in enumerate(candidates)]
+    t = table_from_records(records, metadata=META, features={"i": f})
+    sel = builtin_ah_policy(META).select("i", f, candidates, candidates)
+    ctx = _builtin_context(f, "mm")
+    upstream = LearnedHeuristicController(
+        AHMetadata(232448, (9, 0), candidates, "mm"), ctx
+    ).get_decisions_ranked(10)
+    assert upstream and set(sel.choices) == set(upstream) | {"extern_mm"}
+    assert len(sel.choices) <= 11
+    # wrong device: no decision, default's set
+    other = dict(META, device_capa=(8, 0))
+    assert builtin_ah_policy(other).select("i", f, candidates, ["x"]).choices == ["x"]
+    assert len(score_policies(t, [builtin_ah_policy(META)])) == 1
+
+
+def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
+    from torchgen_ah.compile_cost import mode_environment, summarize_cost
+
+    results = [
+        {"mode": "off", "op": "mm", "shape": "a", "seconds": 1.0},
+        {"mode": "off", "op": "mm", "shape": "b", "seconds": 2.0},
+        {"mode": "default", "op": "mm", "shape": "a", "seconds": 11.0},
+        {"mode": "default", "op": "mm", "shape": "b", "seconds": 22.0},
+        {"mode": "cache_record", "op": "mm", "shape": "a", "seconds": 99.0},
+        {"mode": "cache", "op": "mm", "shape": "a", "seconds": 1.05},
+    ]
+    cost = summarize_cost(results)["mm"]
+    assert cost["autotune_seconds"]["default"] == pytest.approx(15.0)
+    assert cost["compile_seconds"]["cache"] == pytest.approx(1.05)
+    assert "cache_record" not in cost["compile_seconds"]
+    env, mode = mode_environment("ours_adaptive", str(tmp_path), base_env={"AH_TUNABLE_ENABLED": "1"})
+    assert env["AH_PLUGIN_TOP_K"] == "adaptive" and "AH_TUNABLE_ENABLED" not in env
+    assert mode == "max-autotune-no-cudagraphs"
+    env, mode = mode_environment("off", str(tmp_path), base_env={})
+    assert mode is None and env["AH_PLUGIN_DISABLE"] == "1"
+    assert mode_environment("ours_k1", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "1"
+    assert env["TRITON_CACHE_DIR"] != mode_environment("default", str(tmp_path), base_env={})[0]["TRITON_CACHE_DIR"]
