@@ -1,0 +1,369 @@
+"""The USE policy: rank an autotuning's candidates with a learned artifact and keep only the best few.
+
+For each ``AutotuneRequest`` of an operation in use mode, the artifact chosen by ``artifact_loader``
+ranks the choices it knows; the policy keeps the top k of those that exist today, plus the aten choice
+(``extern_mm``, ``extern__mkl_linear``, ...: ids starting with ``extern_``), and never fewer than
+``min_choices`` (2) when that many exist. Adaptive k keeps instead the shortest prefix of the ranking
+whose leaf probability mass reaches a threshold: confident leaves benchmark fewer choices.
+
+When it cannot help (no artifact fits, the artifact raises, or it ranks none of today's choices) it
+returns None, so Inductor autotunes its default choices, and says so once per operation and reason.
+
+Stale artifacts: choices the artifact ranks that Inductor no longer offers, and choices Inductor offers
+that the artifact has never seen, are gathered per (artifact, op) in ``stale_report()`` and logged once
+at verbose.
+
+Settings (environment wins over the plugin's API values; explicit constructor arguments win over both):
+``AH_PLUGIN_TOP_K`` (int, or ``adaptive``), ``AH_PLUGIN_TOP_K_MASS`` (adaptive threshold, default 0.9;
+setting it switches adaptive k on, with ``AH_PLUGIN_TOP_K`` as the cap), ``AH_PLUGIN_MIN_CHOICES``
+(default 2), ``AH_PLUGIN_KEEP_ATEN`` (default 1), ``AH_PLUGIN_VERBOSE``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+
+from ah_plugin import artifact_loader
+from ah_plugin.policy import AutotuneRequest
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOP_K = 10
+DEFAULT_MASS = 0.9
+DEFAULT_MIN_CHOICES = 2
+ADAPTIVE = "adaptive"
+
+ENV_TOP_K = "AH_PLUGIN_TOP_K"
+ENV_TOP_K_MASS = "AH_PLUGIN_TOP_K_MASS"
+ENV_MIN_CHOICES = "AH_PLUGIN_MIN_CHOICES"
+ENV_KEEP_ATEN = "AH_PLUGIN_KEEP_ATEN"
+ENV_VERBOSE = "AH_PLUGIN_VERBOSE"
+_FALSE_WORDS = ("0", "false", "off", "no")
+
+
+def is_aten_choice(choice_id: str) -> bool:
+    """Aten (extern) kernels: ``extern_mm``, ``extern_addmm``, ``extern__mkl_linear`` ..."""
+    return choice_id.startswith("extern_")
+
+
+@dataclass(frozen=True)
+class UseOptions:
+    """How many choices the USE policy keeps."""
+
+    top_k: int = DEFAULT_TOP_K  # fixed k; with adaptive, the most choices kept (besides aten)
+    adaptive: bool = False
+    mass: float = DEFAULT_MASS  # adaptive: keep the shortest prefix whose probability mass reaches this
+    min_choices: int = DEFAULT_MIN_CHOICES  # never keep fewer (when that many exist); 1 may skip benchmarking
+    keep_aten: bool = True  # always keep the aten choice(s) besides the top k
+    verbose: bool = False
+
+    def __post_init__(self):
+        if self.top_k < 1:
+            raise ValueError(f"top_k={self.top_k}: must be >= 1")
+        if not 0.0 < self.mass <= 1.0:
+            raise ValueError(f"mass={self.mass}: must be in (0, 1]")
+        if self.min_choices < 1:
+            raise ValueError(f"min_choices={self.min_choices}: must be >= 1")
+
+    def describe(self) -> str:
+        """A stable text of what changes the kept choices (for compile-cache keys)."""
+        k = f"adaptive:{self.mass}:{self.top_k}" if self.adaptive else str(self.top_k)
+        return f"k={k};min={self.min_choices};aten={int(self.keep_aten)}"
+
+    @classmethod
+    def from_environment(cls, environ=None, **explicit) -> "UseOptions":
+        """Defaults, then the plugin's API values, then the environment, then non-None ``explicit``."""
+        env = os.environ if environ is None else environ
+        values: dict = {}
+        api = _plugin_api_values()
+        if isinstance(api.get("top_k"), int):
+            values["top_k"] = api["top_k"]
+        if "verbose" in api:
+            values["verbose"] = bool(api["verbose"])
+        text = env.get(ENV_TOP_K, "").strip().lower()
+        if text == ADAPTIVE:
+            values["adaptive"] = True
+        elif text:
+            values["top_k"] = _parse(ENV_TOP_K, text, int)
+        if env.get(ENV_TOP_K_MASS, "").strip():  # a threshold alone switches adaptive k on
+            values["mass"] = _parse(ENV_TOP_K_MASS, env[ENV_TOP_K_MASS].strip(), float)
+            values["adaptive"] = True
+        if env.get(ENV_MIN_CHOICES, "").strip():
+            values["min_choices"] = _parse(ENV_MIN_CHOICES, env[ENV_MIN_CHOICES].strip(), int)
+        if env.get(ENV_KEEP_ATEN, "").strip():
+            values["keep_aten"] = env[ENV_KEEP_ATEN].strip().lower() not in _FALSE_WORDS
+        if env.get(ENV_VERBOSE, "").strip():
+            values["verbose"] = env[ENV_VERBOSE].strip().lower() not in _FALSE_WORDS
+        if explicit.get("top_k") == ADAPTIVE:
+            explicit = dict(explicit, top_k=None, adaptive=True)
+        if explicit.get("mass") is not None:
+            explicit = dict(explicit, adaptive=True)
+        values.update({key: value for key, value in explicit.items() if value is not None})
+        return cls(**values)
+
+
+def _parse(name: str, text: str, kind):
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected {kind.__name__} or {ADAPTIVE!r}") from None
+
+
+def _plugin_api_values() -> dict:
+    try:
+        from ah_plugin import settings
+
+        return settings.api_values()
+    except Exception:
+        return {}
+
+
+def choose(
+    ranking: list[tuple[str, float]], candidates: list[str], options: UseOptions
+) -> list[str]:
+    """The ids to keep, best first, from an artifact's ``ranking`` and today's ``candidates``.
+
+    Pure function of its inputs (the policy's core; unit-testable on plain lists).
+    """
+    today = set(candidates)
+    enough = max(options.top_k, options.min_choices)  # more ranked choices are never used
+    ranked, seen = [], set()
+    for choice, probability in ranking:
+        if choice in today and choice not in seen:
+            seen.add(choice)
+            ranked.append((choice, float(probability)))
+            if len(ranked) >= enough:
+                break
+    ranked_ids = [choice for choice, _ in ranked]
+    if options.adaptive:
+        keep, mass = [], 0.0
+        for choice, probability in ranked[: options.top_k]:
+            keep.append(choice)
+            mass += max(probability, 0.0)
+            if mass >= options.mass:
+                break
+    else:
+        keep = ranked_ids[: options.top_k]
+    if options.keep_aten:
+        keep += [c for c in candidates if is_aten_choice(c) and c not in keep]
+    floor = min(options.min_choices, len(candidates))
+    if len(keep) < floor:
+        # fill from the ranking, then aten, then Inductor's order (choices the artifact never saw)
+        fill = ranked_ids + [c for c in candidates if is_aten_choice(c)] + list(candidates)
+        for choice in fill:
+            if len(keep) >= floor:
+                break
+            if choice not in keep:
+                keep.append(choice)
+    return keep
+
+
+@dataclass
+class StaleReport:
+    """What an artifact and today's Inductor disagree on, for one (artifact, op)."""
+
+    artifact: str
+    path: str
+    op_name: str
+    vanished: set = field(default_factory=set)  # ranked by the artifact, not offered today
+    unseen: set = field(default_factory=set)  # offered today, unknown to the artifact
+
+    def as_dict(self) -> dict:
+        return {
+            "artifact": self.artifact,
+            "path": self.path,
+            "op_name": self.op_name,
+            "vanished": sorted(self.vanished),
+            "unseen": sorted(self.unseen),
+        }
+
+
+class RankingPolicy:
+    """``ChoicePolicy`` of use mode (see ``ah_plugin.policy``).
+
+    ops: operations to act on (None: every op the plugin hands over). artifact_dir: the user's
+    directory (None: ``AH_PLUGIN_ARTIFACT_DIR`` via the settings); package: also the packaged
+    artifacts (default). Other arguments: ``UseOptions``
+    fields; None means "from the environment / defaults".
+    """
+
+    def __init__(
+        self,
+        ops=None,
+        *,
+        top_k=None,
+        mass=None,
+        min_choices=None,
+        keep_aten=None,
+        verbose=None,
+        artifact_dir=None,
+        package: bool = True,
+        options: UseOptions | None = None,
+    ):
+        self.ops = None if ops is None else frozenset(ops)
+        self.options = options or UseOptions.from_environment(
+            top_k=top_k, mass=mass, min_choices=min_choices, keep_aten=keep_aten, verbose=verbose
+        )
+        self._artifact_dir = artifact_dir
+        self._package = package
+        self._dirs = None
+        self._selected: dict[tuple, artifact_loader.LoadedArtifact | None] = {}
+        self._stale: dict[tuple[str, str], StaleReport] = {}
+        self._stale_checked: set[tuple] = set()
+        self._said: set[tuple] = set()
+
+    @property
+    def op_names(self):
+        """Ops this policy acts on (the hook asks it only for these); None: all."""
+        return self.ops
+
+    # -- ChoicePolicy -------------------------------------------------------------------------------
+
+    def select(self, request: AutotuneRequest) -> list[str] | None:
+        if self.ops is not None and request.op_name not in self.ops:
+            return None
+        artifact = self.artifact_for(request.op_name, request.metadata)
+        if artifact is None:
+            return None
+        try:
+            ranking = artifact.heuristic.rank(dict(request.features))
+        except Exception as exc:
+            self._fallback(
+                request.op_name,
+                f"artifact {artifact.name} raised",
+                f"{artifact.path}: {type(exc).__name__}: {exc}",
+            )
+            return None
+        self._note_stale(artifact, request, ranking)
+        today = set(request.candidates)
+        if not any(choice in today for choice, _ in ranking):
+            self._fallback(
+                request.op_name,
+                f"artifact {artifact.name} ranks none of today's choices",
+                f"today: {list(request.candidates)}",
+            )
+            return None
+        keep = choose(ranking, request.candidates, self.options)
+        if self.options.verbose:
+            _say(
+                f"ah_plugin: {artifact.name} {request.op_name}: keeping {len(keep)} of "
+                f"{len(request.candidates)} choices: {keep}"
+            )
+        return keep
+
+    def on_timings(self, request, timings, untimed) -> None:
+        return None
+
+    # -- data ---------------------------------------------------------------------------------------
+
+    def artifact_for(self, op_name: str, metadata: dict) -> artifact_loader.LoadedArtifact | None:
+        """The artifact used for ``op_name`` on the device in ``metadata`` (cached per device)."""
+        key = (
+            op_name,
+            str(metadata.get("device_capa")),
+            metadata.get("shared_memory"),
+            metadata.get("device_name"),
+        )
+        if key in self._selected:
+            return self._selected[key]
+        if self._dirs is None:
+            self._dirs = artifact_loader.artifact_dirs(self._artifact_dir, self._package)
+        fitting, rejected = artifact_loader.candidates_for(
+            op_name, metadata, artifact_loader.load_artifacts(self._dirs)
+        )
+        chosen = fitting[0] if fitting else None
+        self._selected[key] = chosen
+        if chosen is None:
+            details = "; ".join(f"{r.artifact}: {r.reason}" for r in rejected) or (
+                f"no artifact for {op_name!r} in {[d for _, d in self._dirs]}"
+            )
+            self._fallback(op_name, f"no artifact matches this device ({key[1:]})", details)
+        elif self.options.verbose:
+            _say(f"ah_plugin: {op_name} on {key[1:]} uses {chosen.describe()}")
+        return chosen
+
+    def stale_report(self) -> list[dict]:
+        """Per (artifact, op): choices it ranks that no longer exist, today's choices it never saw."""
+        return [self._stale[key].as_dict() for key in sorted(self._stale)]
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _note_stale(self, artifact, request: AutotuneRequest, ranking) -> None:
+        check_key = (artifact.path, artifact.name, request.op_name, tuple(request.candidates))
+        if check_key in self._stale_checked:
+            return
+        self._stale_checked.add(check_key)
+        today = set(request.candidates)
+        known = set(artifact.choices) | {choice for choice, _ in ranking}
+        vanished = {choice for choice, _ in ranking if choice not in today}
+        unseen = today - known
+        key = (artifact.name, request.op_name)
+        report = self._stale.get(key)
+        if report is None:
+            report = self._stale[key] = StaleReport(artifact.name, artifact.path, request.op_name)
+        new_vanished, new_unseen = vanished - report.vanished, unseen - report.unseen
+        report.vanished |= vanished
+        report.unseen |= unseen
+        if (new_vanished or new_unseen) and self.options.verbose and ("stale",) + key not in self._said:
+            self._said.add(("stale",) + key)
+            _say(
+                f"ah_plugin: artifact {artifact.name} ({artifact.path}) is stale for {request.op_name}: "
+                f"{len(report.vanished)} ranked choices no longer exist "
+                f"{sorted(report.vanished)[:5]}, {len(report.unseen)} of today's choices never seen "
+                f"{sorted(report.unseen)[:5]} (ranking.stale_report() lists all)"
+            )
+
+    def _fallback(self, op_name: str, reason: str, details: str) -> None:
+        key = ("fallback", op_name, reason)
+        if key in self._said:
+            return
+        self._said.add(key)
+        message = f"ah_plugin: {op_name}: {reason}; Inductor's default choices are used"
+        if self.options.verbose:
+            message += f" ({details})"
+        else:
+            message += f" (set {ENV_VERBOSE}=1 for details)"
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _say(message: str) -> None:
+    """Verbose output: to the logger when the application configured one, else to stderr."""
+    if log.isEnabledFor(logging.INFO) and logging.getLogger().handlers:
+        log.info(message)
+    else:
+        print(message, file=sys.stderr)
+
+
+# One policy per process for the hook (stale reports live in it).
+_default_policy: RankingPolicy | None = None
+
+
+def default_policy(ops=None) -> RankingPolicy:
+    """The process-wide USE policy (created on first call, with the settings of that moment)."""
+    global _default_policy
+    if _default_policy is None or (ops is not None and _default_policy.ops != frozenset(ops)):
+        _default_policy = RankingPolicy(ops)
+    return _default_policy
+
+
+def stale_report() -> list[dict]:
+    """``stale_report()`` of the process-wide policy (empty before any use-mode autotuning)."""
+    return [] if _default_policy is None else _default_policy.stale_report()
+
+
+__all__ = [
+    "UseOptions",
+    "RankingPolicy",
+    "StaleReport",
+    "choose",
+    "is_aten_choice",
+    "default_policy",
+    "stale_report",
+    "DEFAULT_TOP_K",
+    "DEFAULT_MASS",
+    "ADAPTIVE",
+]

@@ -1,0 +1,340 @@
+"""USE policy and artifact loader on plain requests, with Contract-2 artifact files written to tmp."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+import warnings
+
+import pytest
+
+from ah_plugin import artifact_loader
+from ah_plugin.policy import AutotuneRequest
+from ah_plugin.ranking import RankingPolicy, UseOptions, choose
+
+H100_META = {"name": "mm", "device_capa": (9, 0), "shared_memory": 232448, "device_name": "NVIDIA H200"}
+
+T = [f"type=triton_BLOCK-M={m}_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4" for m in (16, 32, 64, 128)]
+
+# A leaf-and-backoff ranking like the trainer's: leaf entries with probabilities, then backoff with 0.0.
+ARTIFACT_TEMPLATE = '''
+class {name}:
+    heuristic_name = "{name}"
+    op_name = "{op}"
+    device_capa = (9, 0)
+    shared_memory = 232448
+    device_names = {device_names!r}
+    numerical_features = ["m", "k", "n"]
+    categorical_features = []
+    choices = {choices!r}
+
+    def check_precondition(self, metadata):
+        return (
+            metadata.get("name") == self.op_name
+            and tuple(metadata.get("device_capa", ())) == self.device_capa
+            and metadata.get("shared_memory") == self.shared_memory
+        )
+
+    def rank(self, features):
+        if features["m"] <= 64:
+            return {small!r}
+        return {large!r}
+'''
+
+
+def write_artifact(directory, filename, *, name="MMRankingTest", op="mm", device_names=(),
+                   choices=None, small=None, large=None):
+    choices = choices if choices is not None else ["extern_mm", *T]
+    small = small if small is not None else [(T[0], 0.7), (T[1], 0.25), (T[2], 0.05), ("extern_mm", 0.0), (T[3], 0.0)]
+    large = large if large is not None else [(T[3], 0.5), ("extern_mm", 0.3), (T[2], 0.2), (T[1], 0.0), (T[0], 0.0)]
+    path = directory / filename
+    path.write_text(ARTIFACT_TEMPLATE.format(
+        name=name, op=op, device_names=tuple(device_names), choices=choices, small=small, large=large))
+    return path
+
+
+def request(m=32, candidates=None, op="mm", meta=H100_META):
+    return AutotuneRequest(
+        op_name=op,
+        features={"m": m, "k": 128, "n": 256},
+        metadata=dict(meta),
+        candidates=list(candidates if candidates is not None else ["extern_mm", *T]),
+    )
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for var in ("AH_PLUGIN_TOP_K", "AH_PLUGIN_TOP_K_MASS", "AH_PLUGIN_MIN_CHOICES", "AH_PLUGIN_KEEP_ATEN",
+                "AH_PLUGIN_VERBOSE", "AH_PLUGIN_ARTIFACT_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    artifact_loader.clear_cache()
+    yield
+    artifact_loader.clear_cache()
+
+
+def policy(tmp_path, **kw):
+    """Only the test's artifacts (the packaged ones could match the metadata used here)."""
+    return RankingPolicy(artifact_dir=str(tmp_path), package=False, **kw)
+
+
+# -------------------------------------------------------------------------------------------------
+# top-k, aten kept, adaptive, floor
+
+
+def test_top_k_keeps_best_k_plus_extern(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    keep = policy(tmp_path, top_k=2).select(request(m=32))
+    assert keep == [T[0], T[1], "extern_mm"]
+    keep = policy(tmp_path, top_k=1).select(request(m=1024))
+    assert keep == [T[3], "extern_mm"]
+    # extern among the top k is not added twice
+    assert policy(tmp_path, top_k=2).select(request(m=1024)) == [T[3], "extern_mm"]
+
+
+def test_default_k_is_10_and_env_sets_it(tmp_path, monkeypatch):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    assert UseOptions.from_environment().top_k == 10
+    assert len(policy(tmp_path).select(request())) == 5  # everything it ranks (5 < 10)
+    monkeypatch.setenv("AH_PLUGIN_TOP_K", "3")
+    assert policy(tmp_path).select(request(m=32)) == [T[0], T[1], T[2], "extern_mm"]
+    monkeypatch.setenv("AH_PLUGIN_TOP_K", "zero")
+    with pytest.raises(ValueError, match="AH_PLUGIN_TOP_K"):
+        UseOptions.from_environment()
+
+
+def test_only_existing_choices_are_returned(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    today = ["extern_mm", T[1], T[3], "type=triton_new_config"]  # T[0] and T[2] vanished
+    keep = policy(tmp_path, top_k=1).select(request(m=32, candidates=today))
+    assert keep == [T[1], "extern_mm"]
+    assert set(keep) <= set(today)
+
+
+def test_never_fewer_than_two_when_top_choice_is_aten(tmp_path):
+    large = [("extern_mm", 0.95), (T[3], 0.05), (T[2], 0.0)]
+    write_artifact(tmp_path, "_MMRankingTest.py", large=large)
+    assert policy(tmp_path, top_k=1).select(request(m=1024)) == ["extern_mm", T[3]]
+    # min_choices=1 lets a confident heuristic skip benchmarking altogether
+    assert policy(tmp_path, top_k=1, min_choices=1).select(request(m=1024)) == ["extern_mm"]
+
+
+def test_keep_aten_off(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    assert policy(tmp_path, top_k=1, keep_aten=False, min_choices=1).select(request(m=32)) == [T[0]]
+    assert policy(tmp_path, top_k=1, keep_aten=False).select(request(m=32)) == [T[0], T[1]]
+
+
+def test_adaptive_k_stops_at_mass_threshold(tmp_path, monkeypatch):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    monkeypatch.setenv("AH_PLUGIN_TOP_K", "adaptive")
+    # small leaf: 0.7, 0.25, 0.05 -> 0.9 reached after two
+    assert policy(tmp_path).select(request(m=32)) == [T[0], T[1], "extern_mm"]
+    monkeypatch.setenv("AH_PLUGIN_TOP_K_MASS", "0.6")
+    monkeypatch.setenv("AH_PLUGIN_TOP_K", "10")  # the threshold alone switches adaptive on; k caps it
+    p = policy(tmp_path, keep_aten=False)
+    assert p.options.adaptive and p.options.mass == 0.6 and p.options.top_k == 10
+    # one choice reaches 0.6, but never fewer than two
+    assert p.select(request(m=32)) == [T[0], T[1]]
+    monkeypatch.setenv("AH_PLUGIN_TOP_K_MASS", "0.99")
+    # leaf mass 1.0 needs all three leaf entries; the 0.0 backoff entries are not needed
+    assert policy(tmp_path, keep_aten=False).select(request(m=32)) == [T[0], T[1], T[2]]
+
+
+def test_adaptive_k_mass_of_vanished_choices_is_not_counted(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    today = ["extern_mm", T[1], T[2], T[3]]  # the 0.7 leader vanished: 0.25 + 0.05 never reaches 0.9
+    keep = policy(tmp_path, top_k=ADAPTIVE_K, keep_aten=False).select(request(m=32, candidates=today))
+    # capped at the default k (10): every ranked existing choice
+    assert keep == [T[1], T[2], "extern_mm", T[3]]
+    # a smaller cap stops earlier
+    capped = policy(tmp_path, top_k=2, mass=0.9, keep_aten=False).select(request(m=32, candidates=today))
+    assert capped == [T[1], T[2]]
+
+
+ADAPTIVE_K = "adaptive"
+
+
+def test_choose_is_pure_and_floors_at_candidates():
+    opts = UseOptions(top_k=1, keep_aten=False)
+    assert choose([("a", 1.0)], ["a"], opts) == ["a"]  # only one exists: one is fine
+    # artifact knows only "a": floor fills from Inductor's order
+    assert choose([("a", 1.0)], ["b", "a", "c"], opts) == ["a", "b"]
+    with pytest.raises(ValueError):
+        UseOptions(top_k=0)
+    with pytest.raises(ValueError):
+        UseOptions(mass=1.5)
+
+
+# -------------------------------------------------------------------------------------------------
+# fallbacks
+
+
+def test_no_matching_artifact_falls_back_once(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    p = policy(tmp_path)
+    a100 = {"name": "mm", "device_capa": (8, 0), "shared_memory": 166912, "device_name": "NVIDIA A100"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert p.select(request(meta=a100)) is None
+        assert p.select(request(meta=a100)) is None
+        assert p.select(request(op="bmm")) is None  # no bmm artifact at all
+    messages = [str(w.message) for w in caught]
+    assert sum(m.startswith("ah_plugin: mm: no artifact matches") for m in messages) == 1
+    assert sum(m.startswith("ah_plugin: bmm: no artifact matches") for m in messages) == 1
+    assert all("default choices" in m for m in messages)
+
+
+def test_verbose_fallback_names_the_rejected_artifact(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    p = policy(tmp_path, verbose=True)
+    a100 = {"name": "mm", "device_capa": (8, 0), "shared_memory": 166912, "device_name": "NVIDIA A100"}
+    with pytest.warns(RuntimeWarning, match=r"MMRankingTest .*precondition false"):
+        assert p.select(request(meta=a100)) is None
+
+
+def test_artifact_that_raises_falls_back(tmp_path):
+    path = write_artifact(tmp_path, "_MMRankingTest.py")
+    path.write_text(path.read_text().replace('if features["m"] <= 64:', 'if features["missing"]:'))
+    p = policy(tmp_path)
+    with pytest.warns(RuntimeWarning, match="raised"):
+        assert p.select(request()) is None
+
+
+def test_artifact_ranking_no_existing_choice_falls_back(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    with pytest.warns(RuntimeWarning, match="ranks none of today's choices"):
+        assert policy(tmp_path).select(request(candidates=["extern_other", "type=triton_x"])) is None
+
+
+def test_ops_filter(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    assert RankingPolicy(["addmm"], artifact_dir=str(tmp_path), package=False).select(request()) is None
+    assert RankingPolicy(["mm"], artifact_dir=str(tmp_path), package=False, top_k=1).select(request()) == [
+        T[0], "extern_mm"]
+
+
+# -------------------------------------------------------------------------------------------------
+# stale report
+
+
+def test_stale_report_lists_vanished_and_unseen(tmp_path, capsys):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    p = policy(tmp_path, verbose=True)
+    today = ["extern_mm", T[1], T[3], "type=triton_new_config"]
+    p.select(request(m=32, candidates=today))
+    p.select(request(m=1024, candidates=today))
+    report = p.stale_report()
+    assert report == [{
+        "artifact": "MMRankingTest",
+        "path": str(tmp_path / "_MMRankingTest.py"),
+        "op_name": "mm",
+        "vanished": sorted([T[0], T[2]]),
+        "unseen": ["type=triton_new_config"],
+    }]
+    err = capsys.readouterr().err
+    assert err.count("is stale for mm") == 1  # logged once per (artifact, op)
+
+
+def test_stale_report_empty_when_in_sync(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    p = policy(tmp_path)
+    p.select(request())
+    assert p.stale_report()[0]["vanished"] == [] and p.stale_report()[0]["unseen"] == []
+
+
+# -------------------------------------------------------------------------------------------------
+# loader
+
+
+def test_broken_artifacts_are_skipped_with_one_warning_each(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    (tmp_path / "_Broken.py").write_text("class Broken(:\n")
+    (tmp_path / "_Raises.py").write_text("raise RuntimeError('boom')\n")
+    (tmp_path / "_Empty.py").write_text("X = 1\n")
+    (tmp_path / "notanartifact.py").write_text("raise SystemExit('must never run')\n")
+    dirs = artifact_loader.artifact_dirs(str(tmp_path))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = artifact_loader.load_artifacts(dirs)
+        artifact_loader.load_artifacts(dirs)  # cached: no second warning
+    assert [a.name for a in loaded if a.source == "user"] == ["MMRankingTest"]
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 3
+    assert any("_Broken.py" in m and "SyntaxError" in m for m in messages)
+    assert any("_Raises.py" in m and "boom" in m for m in messages)
+    assert any("_Empty.py" in m and "no artifact class" in m for m in messages)
+
+
+def test_files_are_executed_once_per_process(tmp_path):
+    counter = tmp_path / "count.txt"
+    path = write_artifact(tmp_path, "_MMRankingTest.py")
+    path.write_text(f"open({str(counter)!r}, 'a').write('x')\n" + path.read_text())
+    p1, p2 = policy(tmp_path), policy(tmp_path)
+    for _ in range(3):
+        p1.select(request())
+        p2.select(request())
+    assert counter.read_text() == "x"
+
+
+def test_device_specific_beats_generic_and_user_beats_package(tmp_path):
+    user, package = tmp_path / "user", tmp_path / "package"
+    user.mkdir()
+    package.mkdir()
+    write_artifact(package, "_A_Generic.py", name="Generic")
+    write_artifact(package, "_B_H200.py", name="ForH200", device_names=("NVIDIA H200",))
+    write_artifact(package, "_C_B200.py", name="ForB200", device_names=("NVIDIA B200",))
+    pkg_only = (("package", str(package)),)
+    assert artifact_loader.select("mm", H100_META, pkg_only).name == "ForH200"
+    h100 = dict(H100_META, device_name="NVIDIA H100 80GB HBM3")
+    assert artifact_loader.select("mm", h100, pkg_only).name == "Generic"
+    write_artifact(user, "_Mine.py", name="Mine")
+    both = (("user", str(user)), ("package", str(package)))
+    assert artifact_loader.select("mm", H100_META, both).name == "Mine"
+    # a user artifact named like a packaged one hides it
+    write_artifact(user, "_Mine.py", name="ForH200", device_names=("NVIDIA A100",))
+    artifact_loader.clear_cache()
+    chosen = artifact_loader.select("mm", H100_META, both)
+    assert chosen.name == "Generic" and chosen.source == "package"
+
+
+def test_artifact_dir_from_environment(tmp_path, monkeypatch):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    monkeypatch.setenv("AH_PLUGIN_ARTIFACT_DIR", str(tmp_path))
+    dirs = artifact_loader.artifact_dirs()
+    assert dirs[0] == ("user", str(tmp_path))
+    assert RankingPolicy(top_k=1, package=False).select(request(m=32)) == [T[0], "extern_mm"]
+
+
+def test_package_dir_is_found():
+    directory = artifact_loader.package_artifact_dir()
+    assert directory is not None and directory.endswith("artifacts")
+
+
+def test_ranking_is_cheap(tmp_path):
+    choices = ["extern_mm"] + [f"type=triton_cfg{i}" for i in range(40)]
+    ranking = [(c, 1.0 / 41) for c in reversed(choices)]
+    write_artifact(tmp_path, "_MMRankingTest.py", choices=choices, small=ranking, large=ranking)
+    p = policy(tmp_path, top_k=10)
+    req = request(candidates=choices)
+    p.select(req)  # load once
+    n = 2000
+    start = time.perf_counter()
+    for _ in range(n):
+        p.select(req)
+    per_call = (time.perf_counter() - start) / n
+    assert per_call < 1e-3, per_call
+
+
+def test_packaged_artifacts_load_cleanly_and_h100_is_chosen_on_h200():
+    package = (("package", artifact_loader.package_artifact_dir()),)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = artifact_loader.load_artifacts(package)
+    assert not [str(w.message) for w in caught if "ah_plugin" in str(w.message)]
+    for artifact in loaded:
+        ranking = artifact.heuristic.rank
+        assert callable(ranking) and artifact.choices and artifact.op_name
+    if not any(a.name == "MMRankingH100" for a in loaded):
+        pytest.skip("MMRankingH100 not generated into artifacts/ yet")
+    chosen = artifact_loader.select("mm", H100_META, package)  # H200: same capability and shared memory
+    assert chosen.name == "MMRankingH100"
