@@ -37,12 +37,6 @@ DEFAULT_MASS = 0.9
 DEFAULT_MIN_CHOICES = 2
 ADAPTIVE = "adaptive"
 
-ENV_TOP_K = "AH_PLUGIN_TOP_K"
-ENV_TOP_K_MASS = "AH_PLUGIN_TOP_K_MASS"
-ENV_MIN_CHOICES = "AH_PLUGIN_MIN_CHOICES"
-ENV_KEEP_ATEN = "AH_PLUGIN_KEEP_ATEN"
-ENV_VERBOSE = "AH_PLUGIN_VERBOSE"
-_FALSE_WORDS = ("0", "false", "off", "no")
 
 
 def is_aten_choice(choice_id: str) -> bool:
@@ -76,50 +70,25 @@ class UseOptions:
 
     @classmethod
     def from_environment(cls, environ=None, **explicit) -> "UseOptions":
-        """Defaults, then the plugin's API values, then the environment, then non-None ``explicit``."""
-        env = os.environ if environ is None else environ
-        values: dict = {}
-        api = _plugin_api_values()
-        if isinstance(api.get("top_k"), int):
-            values["top_k"] = api["top_k"]
-        if "verbose" in api:
-            values["verbose"] = bool(api["verbose"])
-        text = env.get(ENV_TOP_K, "").strip().lower()
-        if text == ADAPTIVE:
-            values["adaptive"] = True
-        elif text:
-            values["top_k"] = _parse(ENV_TOP_K, text, int)
-        if env.get(ENV_TOP_K_MASS, "").strip():  # a threshold alone switches adaptive k on
-            values["mass"] = _parse(ENV_TOP_K_MASS, env[ENV_TOP_K_MASS].strip(), float)
-            values["adaptive"] = True
-        if env.get(ENV_MIN_CHOICES, "").strip():
-            values["min_choices"] = _parse(ENV_MIN_CHOICES, env[ENV_MIN_CHOICES].strip(), int)
-        if env.get(ENV_KEEP_ATEN, "").strip():
-            values["keep_aten"] = env[ENV_KEEP_ATEN].strip().lower() not in _FALSE_WORDS
-        if env.get(ENV_VERBOSE, "").strip():
-            values["verbose"] = env[ENV_VERBOSE].strip().lower() not in _FALSE_WORDS
+        """The plugin's settings (defaults, API values, environment on top; see ``settings``), then
+        non-None ``explicit`` values."""
+        from ah_plugin import settings
+
+        current = settings.current(environ)
+        values = {
+            "top_k": current.top_k,
+            "adaptive": current.adaptive,
+            "mass": current.top_k_mass,
+            "min_choices": current.min_choices,
+            "keep_aten": current.keep_aten,
+            "verbose": current.verbose,
+        }
         if explicit.get("top_k") == ADAPTIVE:
             explicit = dict(explicit, top_k=None, adaptive=True)
         if explicit.get("mass") is not None:
             explicit = dict(explicit, adaptive=True)
         values.update({key: value for key, value in explicit.items() if value is not None})
         return cls(**values)
-
-
-def _parse(name: str, text: str, kind):
-    try:
-        return kind(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r}: expected {kind.__name__} or {ADAPTIVE!r}") from None
-
-
-def _plugin_api_values() -> dict:
-    try:
-        from ah_plugin import settings
-
-        return settings.api_values()
-    except Exception:
-        return {}
 
 
 def choose(
@@ -326,7 +295,7 @@ class RankingPolicy:
         if self.options.verbose:
             message += f" ({details})"
         else:
-            message += f" (set {ENV_VERBOSE}=1 for details)"
+            message += f" (set AH_PLUGIN_VERBOSE=1 for details)"
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 

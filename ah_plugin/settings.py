@@ -17,7 +17,10 @@ ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
 ENV_USE = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"  # "DEFAULT" or unset: per-device file
 # Ours.
-ENV_TOP_K = "AH_PLUGIN_TOP_K"
+ENV_TOP_K = "AH_PLUGIN_TOP_K"  # an integer, or "adaptive"
+ENV_TOP_K_MASS = "AH_PLUGIN_TOP_K_MASS"  # adaptive k's probability threshold; setting it means adaptive
+ENV_MIN_CHOICES = "AH_PLUGIN_MIN_CHOICES"  # the USE policy never keeps fewer (when that many exist)
+ENV_KEEP_ATEN = "AH_PLUGIN_KEEP_ATEN"  # always keep the aten choice besides the top k
 ENV_ARTIFACT_DIR = "AH_PLUGIN_ARTIFACT_DIR"
 ENV_VERBOSE = "AH_PLUGIN_VERBOSE"
 ENV_SEARCH_SPACE = "AH_PLUGIN_SEARCH_SPACE"  # "default" | "wide"
@@ -32,6 +35,7 @@ _FALSE_WORDS = ("", "0", "false", "off", "no")
 # even when named in the same variables.
 BUILTIN_ONLY_OPS = frozenset({"pad_mm", "mixed_mm"})
 SEARCH_SPACES = ("default", "wide")
+ADAPTIVE = "adaptive"
 
 
 def env_requests_plugin(environ=None) -> bool:
@@ -55,7 +59,11 @@ class Settings:
     collect: frozenset = frozenset()
     use: frozenset = frozenset()
     log_path: str | None = None  # None: <inductor cache dir>/autoheuristic/<device>/<op>.txt
-    top_k: int = 10
+    top_k: int = 10  # with adaptive: the most choices kept besides aten
+    adaptive: bool = False
+    top_k_mass: float = 0.9
+    min_choices: int = 2
+    keep_aten: bool = True
     artifact_dir: str | None = None
     verbose: bool = False
     search_space: str = "wide"  # "wide": add filtered exhaustive configs (GPU Triton mm only)
@@ -93,6 +101,16 @@ def _int(name: str, text: str, minimum: int) -> int:
     return value
 
 
+def _mass(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a number in (0, 1]") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{name}={text!r}: must be in (0, 1]")
+    return value
+
+
 def _from_env(env) -> dict:
     """Fields set by the environment (only those present and non-empty)."""
     out: dict = {}
@@ -103,8 +121,18 @@ def _from_env(env) -> dict:
     path = env.get(ENV_LOG_PATH, "").strip()
     if path:
         out["log_path"] = None if path == "DEFAULT" else path
-    if env.get(ENV_TOP_K, "").strip():
-        out["top_k"] = _int(ENV_TOP_K, env[ENV_TOP_K].strip(), 1)
+    top_k = env.get(ENV_TOP_K, "").strip()
+    if top_k.lower() == ADAPTIVE:
+        out["adaptive"] = True
+    elif top_k:
+        out["top_k"] = _int(ENV_TOP_K, top_k, 1)
+    if env.get(ENV_TOP_K_MASS, "").strip():
+        out["top_k_mass"] = _mass(ENV_TOP_K_MASS, env[ENV_TOP_K_MASS].strip())
+        out["adaptive"] = True
+    if env.get(ENV_MIN_CHOICES, "").strip():
+        out["min_choices"] = _int(ENV_MIN_CHOICES, env[ENV_MIN_CHOICES].strip(), 1)
+    if env.get(ENV_KEEP_ATEN, "").strip():
+        out["keep_aten"] = env[ENV_KEEP_ATEN].strip().lower() not in _FALSE_WORDS
     if env.get(ENV_ARTIFACT_DIR, "").strip():
         out["artifact_dir"] = env[ENV_ARTIFACT_DIR].strip()
     if env.get(ENV_VERBOSE, "").strip():
@@ -132,12 +160,17 @@ def _normalise_api(values: dict) -> dict:
             raise TypeError(f"unknown ah_plugin setting {key!r}; known: {sorted(names)}")
         if value is None and key not in ("log_path", "artifact_dir"):
             continue
+        if key == "top_k" and value == ADAPTIVE:
+            out["adaptive"] = True
+            continue
         if key in ("collect", "use"):
             value = _ops(value)
+        elif key == "top_k_mass":
+            value = _mass(key, str(value))
         elif key == "search_space" and value not in SEARCH_SPACES:
             raise ValueError(f"search_space={value!r}: expected one of {SEARCH_SPACES}")
-        elif key in ("top_k",) and int(value) < 1:
-            raise ValueError(f"top_k={value!r}: must be >= 1")
+        elif key in ("top_k", "min_choices") and int(value) < 1:
+            raise ValueError(f"{key}={value!r}: must be >= 1")
         out[key] = value
     return out
 
@@ -166,7 +199,8 @@ def describe(settings: Settings) -> str:
     """A stable text of the settings that change what Inductor generates (for cache keys)."""
     return (
         f"collect={','.join(sorted(settings.collect))};use={','.join(sorted(settings.use))};"
-        f"top_k={settings.top_k};artifact_dir={settings.artifact_dir};"
+        f"top_k={settings.top_k};adaptive={settings.adaptive}:{settings.top_k_mass};"
+        f"min={settings.min_choices};aten={settings.keep_aten};artifact_dir={settings.artifact_dir};"
         f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable}"
     )
 
@@ -176,6 +210,9 @@ __all__ = [
     "ENV_USE",
     "ENV_LOG_PATH",
     "ENV_TOP_K",
+    "ENV_TOP_K_MASS",
+    "ENV_MIN_CHOICES",
+    "ENV_KEEP_ATEN",
     "ENV_ARTIFACT_DIR",
     "ENV_VERBOSE",
     "ENV_SEARCH_SPACE",

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Real-model mm inputs (timm + transformers from configs, random weights; training with bf16 autocast and
+# bf16 inference) through the plugin's collector. Writes $OUT/h200_{timm,hf}_{train,infer}_mm.txt.
+# Resumable (journal $OUT/h200.progress.jsonl, copied back from datasets/h200/ if present).
+# Expected wall time: MINUTES + ~1 minute.
+#
+#   MINUTES=8 SUITES=timm,hf MODES=train,infer bash gpu_jobs/datagen_models.sh
+set -euo pipefail
+: "${OUT:?set OUT to the output folder}"
+MINUTES="${MINUTES:-8}"
+SUITES="${SUITES:-timm,hf}"
+MODES="${MODES:-train,infer}"
+TIMEOUT="${TIMEOUT:-300}"
+NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
+[ "$NUM_GPUS" -ge 1 ] || NUM_GPUS=1
+RESUME_DIR="${RESUME_DIR:-datasets/h200}"
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}."
+
+mkdir -p "$OUT"
+for f in "$RESUME_DIR"/h200_timm_*_mm.txt "$RESUME_DIR"/h200_hf_*_mm.txt "$RESUME_DIR"/h200.progress.jsonl; do
+  [ -f "$f" ] && [ ! -f "$OUT/$(basename "$f")" ] && cp "$f" "$OUT/"
+done
+python3 -c 'import torch, triton, timm, transformers, json; print(json.dumps({"torch": torch.__version__, "triton": triton.__version__, "timm": timm.__version__, "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name(0)}))' > "$OUT/environment_models.json" || true
+
+python3 -m torchgen_ah.model_shapes -o "$OUT/h200" --suites "$SUITES" --modes "$MODES" \
+  --num-gpus "$NUM_GPUS" --timeout-per-sample "$TIMEOUT" --max-minutes "$MINUTES" --stop-grace-seconds 20 \
+  --no-progress 2>&1 | tail -n 200 > "$OUT/models_stderr.txt"
+echo "command: python3 -m torchgen_ah.model_shapes -o h200 --suites $SUITES --modes $MODES --num-gpus $NUM_GPUS --timeout-per-sample $TIMEOUT --max-minutes $MINUTES" > "$OUT/command_models.txt"
+tar czf "$OUT/h200.workers.tar.gz" -C "$OUT" h200.workers && rm -rf "$OUT/h200.workers"
+tail -n 3 "$OUT/models_stderr.txt"
+ls -la "$OUT"

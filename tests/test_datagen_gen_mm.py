@@ -1,0 +1,100 @@
+"""gen_data_mm end to end on the CPU path (real Inductor max-autotune of packed_linear through the plugin's
+collector, in the runner's warm worker), and the mm feature keys used for resumption."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM, mm_tensor_descriptions
+from torchgen_ah.shape_sampler import MMInput
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_mm_input_key_matches_the_plugin_feature_columns():
+    runner = BenchmarkRunnerMM()
+    args = runner.parse_args(["-o", "x.txt"])
+    inp = MMInput(64, 128, 96, True, False, "float32", True)
+    feats = runner.input_features(inp.to_dict(), args)
+    assert feats["m"] == "64" and feats["k"] == "128" and feats["n"] == "96"
+    assert (feats["mat1_stride_0"], feats["mat1_stride_1"]) == ("1", "64")  # column-major a
+    assert (feats["mat2_stride_0"], feats["mat2_stride_1"]) == ("96", "1")
+    assert feats["mat1_iscontig"] == "False" and feats["mat2_iscontig"] == "True"
+    assert feats["mat1_dtype"] == "torch.float32" and feats["using_tf32"] == "True"
+    bf16 = runner.input_features(MMInput(8, 8, 8, False, True, "bfloat16").to_dict(), args)
+    assert bf16["using_tf32"] == "not_float_32"
+    assert mm_tensor_descriptions(MMInput(2, 3, 4, False, True, "float16"))[1]["stride"] == [1, 3]
+
+
+def test_batches_group_by_dtype_and_tf32_and_respect_memory():
+    runner = BenchmarkRunnerMM()
+    from torchgen_ah.benchmark_runner import Task
+    from torchgen_ah.mm.gen_data_mm import input_bytes
+
+    args = runner.parse_args(["-o", "x.txt", "--seed", "1"])
+    assert args.batch_size == 8
+    tasks = [Task(i, runner.make_input(i, args), 3) for i in range(200)]
+    assert max(len(b) for b in runner.make_batches(tasks, args)) == 8
+    args = runner.parse_args(["-o", "x.txt", "--seed", "1", "--batch-memory-gb", "1"])
+    batches = runner.make_batches(tasks, args)
+    assert sorted(t.index for b in batches for t in b) == list(range(200))
+    for batch in batches:
+        kinds = {(MMInput.from_dict(t.spec).dtype, MMInput.from_dict(t.spec).allow_tf32) for t in batch}
+        assert len(kinds) == 1, "one dtype and one TF32 setting per batch"
+        assert 1 <= len(batch) <= 8
+        sizes = [input_bytes(MMInput.from_dict(t.spec)) for t in batch]
+        assert len(batch) == 1 or sum(sizes) <= 2**30
+    assert max(len(b) for b in batches) >= 2
+
+
+def test_sampling_is_the_default_and_shapes_file_overrides(tmp_path):
+    runner = BenchmarkRunnerMM()
+    args = runner.parse_args(["-o", "x.txt", "--seed", "3", "--dtypes", "bf16"])
+    assert runner.total_inputs(args) == 1000
+    assert {runner.make_input(i, args)["dtype"] for i in range(50)} == {"bfloat16"}
+    shapes = tmp_path / "s.csv"
+    shapes.write_text("m,k,n,dtype\n4,5,6,fp16\n")
+    args = runner.parse_args(["-o", "x.txt", "--shapes", str(shapes)])
+    assert runner.total_inputs(args) == 4  # the four layouts
+    assert runner.make_input(3, args)["transpose_left"] is True
+
+
+@pytest.mark.slow
+def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tmp_path):
+    """Real Inductor max-autotune (packed_linear under freezing, DESIGN.md section 3) in the warm worker:
+    inputs 0 and 1 share one compiled graph (two autotunings); the batch of 2 and 3 fails after its first
+    repetition (an injected compile error for input 3), so both are retried alone and only 3 is lost,
+    with no rows left from the failed batch."""
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("m,k,n,transpose_left,transpose_right,dtype,allow_tf32\n"
+                      "32,64,48,0,0,fp32,0\n16,128,40,0,0,fp32,0\n64,32,24,0,0,fp32,0\n8,96,56,0,0,fp32,0\n")
+    log = tmp_path / "cpu.txt"
+    cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--device", "cpu", "--shapes", str(shapes),
+           "-o", str(log), "--num-reps", "2", "--batch-size", "2", "--no-progress",
+           "--timeout-per-sample", "120"]
+    env = dict(os.environ, AH_DATAGEN_INJECT_FAULT="8,96,56")
+    env.pop("TORCHINDUCTOR_AUTOHEURISTIC_USE", None)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = {r["index"]: r for r in (json.loads(l) for l in open(f"{log}.progress.jsonl") if l.strip())}
+    assert {i: (r["status"], r["batch"]) for i, r in records.items()} == {
+        0: ("ok", 2), 1: ("ok", 2), 2: ("ok", 1), 3: ("error", 1)}, records
+    assert "injected fault" in records[3]["error"]
+    assert len(records[0]["info"]["compile_seconds"]) == 2
+    from torchgen_ah.ah_log import read_log
+
+    parsed = read_log(str(log))
+    assert parsed.metadata["name"] == "packed_linear"
+    frame = parsed.frame
+    assert sorted(set(frame["in0_size_0"])) == [16, 32, 64], "every input of the batch logged, not input 3"
+    assert frame["choice"].nunique() >= 2, "max-autotune timed at least two choices"
+    per_choice = frame.groupby(["in0_size_0", "choice"]).size()
+    assert set(per_choice.to_numpy().tolist()) == {2}, "each rep re-benchmarked; failed batch left no rows"
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "0 inputs done" in again.stderr and "4 skipped" in again.stderr
+    assert len(read_log(str(log)).frame) == len(frame)

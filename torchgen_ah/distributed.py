@@ -1,0 +1,143 @@
+"""Where a data-generation process sits among GPUs and hosts, and how their outputs come together.
+
+* One host, several GPUs: the runner starts one worker process per GPU (``--num-gpus N`` or
+  ``--devices 0,2,5``); the workers share the process's log through locked appends.
+* Several hosts (or one process per GPU) under ``torchrun``: ``RANK``/``WORLD_SIZE`` pick the shard
+  (sample ``i`` belongs to rank ``i % WORLD_SIZE``), ``LOCAL_RANK`` picks the GPU, and each rank writes its
+  own file (``out.txt`` -> ``out.rank3.txt``). ``merge_rank_logs`` joins them with the data layer's merge,
+  which refuses logs whose metadata disagree.
+
+No torch import here: the parent process of a run never initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    under_launcher: bool = False  # RANK/WORLD_SIZE came from the environment (torchrun and the like)
+
+
+def _env_int(environ, name: str) -> int | None:
+    text = environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={text!r} is not an integer") from None
+
+
+def rank_info(environ=None) -> RankInfo:
+    """This process's place in a multi-process launch (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK)."""
+    env = os.environ if environ is None else environ
+    rank = _env_int(env, "RANK")
+    world = _env_int(env, "WORLD_SIZE")
+    if rank is None and world is None:
+        return RankInfo()
+    if rank is None or world is None:
+        raise ValueError("RANK and WORLD_SIZE must be set together (as torchrun does)")
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"RANK={rank} WORLD_SIZE={world}: need 0 <= RANK < WORLD_SIZE")
+    local = _env_int(env, "LOCAL_RANK")
+    return RankInfo(rank, world, rank if local is None else local, True)
+
+
+def shard_indices(first: int, count: int, info: RankInfo) -> list[int]:
+    """Sample indices of this rank: ``first .. first+count-1`` dealt round robin by rank."""
+    return [i for i in range(first, first + count) if i % info.world_size == info.rank]
+
+
+def rank_output_path(path: str, info: RankInfo) -> str:
+    """``out.txt`` for a single process; ``out.rank<R>.txt`` when WORLD_SIZE > 1."""
+    if info.world_size <= 1:
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}.rank{info.rank}{ext or '.txt'}"
+
+
+def all_rank_output_paths(path: str, world_size: int) -> list[str]:
+    return [rank_output_path(path, RankInfo(r, world_size)) for r in range(world_size)]
+
+
+def parse_devices(text: str) -> list[int]:
+    """``"0,2,5"`` -> [0, 2, 5]."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            out.append(int(item))
+        except ValueError:
+            raise ValueError(f"--devices: {item!r} is not a GPU index (expected e.g. 0,1,3)") from None
+    if not out:
+        raise ValueError("--devices: no GPU index given")
+    return out
+
+
+def visible_device_id(index: int, environ=None) -> str:
+    """The CUDA_VISIBLE_DEVICES value that shows a worker only GPU ``index`` of this process's view.
+
+    When the parent already restricts visibility (``CUDA_VISIBLE_DEVICES=4,5``), index 1 is "5"."""
+    env = os.environ if environ is None else environ
+    current = env.get("CUDA_VISIBLE_DEVICES")
+    if current is None or not current.strip():
+        return str(index)
+    visible = [v.strip() for v in current.split(",") if v.strip()]
+    if index >= len(visible):
+        raise ValueError(f"GPU index {index} is not visible (CUDA_VISIBLE_DEVICES={current})")
+    return visible[index]
+
+
+# --- end of run: markers and merge ---------------------------------------------------------------------
+
+
+def done_marker_path(log_path: str) -> str:
+    return f"{log_path}.done.json"
+
+
+def write_done_marker(log_path: str, summary: dict) -> None:
+    """Written by a rank when it has finished (or stopped at its time budget)."""
+    tmp = f"{done_marker_path(log_path)}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(summary, f, sort_keys=True)
+    os.replace(tmp, done_marker_path(log_path))
+
+
+def wait_for_markers(log_paths: list[str], timeout_s: float, poll_s: float = 1.0) -> list[str]:
+    """Wait until every path's done marker exists; returns the paths still missing at the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        missing = [p for p in log_paths if not os.path.exists(done_marker_path(p))]
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(poll_s)
+
+
+def merge_logs(out_path: str, in_paths: list[str]) -> None:
+    """Merge logs with the data layer (``python -m torchgen_ah.merge_data OUT IN...``), which checks that
+    their metadata agree. Raises RuntimeError with the merge's own message on failure."""
+    inputs = [p for p in in_paths if os.path.exists(p) and os.path.getsize(p) > 0]
+    if not inputs:
+        raise RuntimeError(f"nothing to merge into {out_path}: none of {in_paths} holds data")
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchgen_ah.merge_data", out_path, *inputs],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"merging {len(inputs)} logs into {out_path} failed (exit {proc.returncode}):\n"
+            f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
+        )

@@ -1,0 +1,373 @@
+"""``python -m torchgen_ah.mm.gen_data_mm``: collect mm autotuning data with the plugin's collector.
+
+Each input (sampled as upstream does, see ``torchgen_ah.shape_sampler``, or read from ``--shapes``) is
+compiled with ``mode="max-autotune-no-cudagraphs"`` ``--num-reps`` times; every compile autotunes afresh and
+the plugin's collector appends one row per timed choice to ``-o``. The candidates are default
+max-autotune's choices plus ``--search-space-sample`` configs drawn from the plugin's wider space.
+
+What makes it fast without changing what is measured (the choices and Inductor's own benchmarker stay
+as they are):
+
+* warm workers: torch, Triton and Inductor's compile pool start once per GPU, not once per input;
+* batches (``--batch-size``, default 8): the inputs of a batch (same dtype and TF32 setting, since TF32 is
+  a global flag) are the graph inputs of ONE compiled function returning every product as a tuple, so
+  Dynamo and AOT run once per batch, each mm is still lowered through Inductor's ``tuned_mm`` with its own
+  autotuning (nothing fuses into or between them), and Inductor submits the candidates of all mms to its
+  compile pool at lowering, so they precompile in parallel. The plugin's collector logs each mm's
+  autotuning as its own input. A failed batch is retried input by input by the runner;
+* a fresh Inductor/Triton cache folder per batch: timings never come from a cache (FX graph cache and
+  autotune results caches off, so every repetition re-benchmarks), while the repetitions of a batch reuse
+  its compiled kernels (``force_disable_caches`` is *not* used: it would recompile every kernel per rep);
+* Inductor's parallel precompilation, with the host's cores split between its GPU workers.
+
+On ``--device cpu`` the same worker runs the CPU path (DESIGN.md section 3): constant weights under
+``torch.no_grad()`` with freezing lower each ``x_i @ w_i`` to ``packed_linear``, which max-autotune
+benchmarks (collected as op ``packed_linear``). Use it with small ``--shapes``; it exists to test the pipeline.
+
+``AH_DATAGEN_INJECT_FAULT="m,k,n;..."`` (testing only) makes a batch holding such an input raise after its
+first repetition, as a compile error would, to exercise batch fault isolation with real compiles.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from torchgen_ah.benchmark_runner import BenchmarkRunner
+from torchgen_ah.shape_sampler import (
+    DEFAULT_MEMORY_LIMIT_BYTES,
+    DTYPES,
+    MMInput,
+    read_shapes_file,
+    sample_mm_input,
+)
+
+# Plugin switches (the names are owned by ah_plugin.settings; spelled here so the parent needs no torch).
+ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
+ENV_USE = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
+ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"
+ENV_SEARCH_SPACE = "AH_PLUGIN_SEARCH_SPACE"
+ENV_SEARCH_SAMPLE = "AH_PLUGIN_SEARCH_SAMPLE"
+ENV_INJECT_FAULT = "AH_DATAGEN_INJECT_FAULT"
+
+_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def mm_tensor_descriptions(inp: MMInput) -> list[dict]:
+    """How ``a`` and ``b`` look to Inductor: a (m, k), b (k, n); a transposed operand is the transpose of
+    a contiguous (k, m) / (n, k) tensor, as upstream builds it."""
+    dtype = f"torch.{inp.dtype}"
+    a_stride = [1, inp.m] if inp.transpose_left else [inp.k, 1]
+    b_stride = [1, inp.k] if inp.transpose_right else [inp.n, 1]
+    return [
+        {"size": [inp.m, inp.k], "stride": a_stride, "dtype": dtype},
+        {"size": [inp.k, inp.n], "stride": b_stride, "dtype": dtype},
+    ]
+
+
+class BenchmarkRunnerMM(BenchmarkRunner):
+    name = "mm"
+    description = "Collect mm max-autotune timings (AutoHeuristic log) on random or listed shapes."
+    default_batch_size = 8
+    stage_rows = True  # a failed batch leaves no rows behind; its inputs are retried one by one
+    log_path_env = ENV_LOG_PATH
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shapes_cache: tuple[str, list[MMInput]] | None = None
+        self._cache_root: str | None = None
+
+    # --- command line -----------------------------------------------------------------------------------
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--shapes", default=None,
+                            help="CSV of inputs (header m,k,n[,transpose_left,transpose_right,dtype,allow_tf32]) "
+                                 "instead of sampling; missing columns expand to all layouts/dtypes")
+        parser.add_argument("--dtypes", default="bf16,fp16,fp32",
+                            help="dtypes to sample (bf16, fp16, fp32; fp32 is split between TF32 on and off)")
+        parser.add_argument("--search-space", choices=("wide", "default"), default="wide",
+                            help="plugin search space: 'wide' adds sampled configs beyond default's")
+        parser.add_argument("--search-space-sample", type=int, default=None,
+                            help="extra configs of the wide space timed per input (plugin default if unset)")
+        parser.add_argument("--memory-limit-gb", type=float, default=DEFAULT_MEMORY_LIMIT_BYTES / 2**30,
+                            help="a, b and out must fit this (a fixed number, so samples do not depend on the GPU)")
+        parser.add_argument("--batch-memory-gb", type=float, default=40.0,
+                            help="a batch's operands and outputs together stay within this (an input "
+                                 "larger than it runs alone)")
+        parser.add_argument("--cache-root", default=None,
+                            help="where per-input Inductor cache folders are made (default: system temp)")
+
+    def dtypes(self, args) -> tuple[str, ...]:
+        out = []
+        for item in args.dtypes.split(","):
+            item = item.strip()
+            name = _DTYPE_NAMES.get(item, item)
+            if name not in DTYPES:
+                raise SystemExit(f"--dtypes: unknown dtype {item!r} (expected bf16, fp16, fp32)")
+            out.append(name)
+        return tuple(out)
+
+    # --- inputs ----------------------------------------------------------------------------------------
+
+    def _shapes(self, args) -> list[MMInput]:
+        if self._shapes_cache is None or self._shapes_cache[0] != args.shapes:
+            self._shapes_cache = (args.shapes, read_shapes_file(args.shapes, dtypes=self.dtypes(args)))
+        return self._shapes_cache[1]
+
+    def total_inputs(self, args) -> int:
+        if args.shapes:
+            available = max(0, len(self._shapes(args)) - args.first_sample)
+            return available if args.num_samples is None else min(args.num_samples, available)
+        return super().total_inputs(args)
+
+    def make_input(self, index: int, args) -> dict:
+        if args.shapes:
+            return self._shapes(args)[index].to_dict()
+        limit = int(args.memory_limit_gb * 2**30)
+        return sample_mm_input(args.seed, index, memory_limit_bytes=limit, dtypes=self.dtypes(args)).to_dict()
+
+    def describe_input(self, spec: dict) -> str:
+        return MMInput.from_dict(spec).describe()
+
+    def batch_key(self, spec: dict, args):
+        """One dtype per batch, and for fp32 one TF32 setting (a global flag set before compiling)."""
+        inp = MMInput.from_dict(spec)
+        return (inp.dtype, bool(inp.allow_tf32) if inp.dtype == "float32" else None)
+
+    def batch_weight(self, spec: dict, args) -> float:
+        return float(input_bytes(MMInput.from_dict(spec)))
+
+    def batch_weight_limit(self, args) -> float:
+        return args.batch_memory_gb * 2**30
+
+    def input_features(self, spec: dict, args) -> dict | None:
+        """The plugin's own mm feature columns for this input, as text (for resumption from the log)."""
+        if args.device == "cpu":
+            return None  # the CPU path logs packed_linear with other columns; the journal suffices
+        from ah_plugin import features
+
+        inp = MMInput.from_dict(spec)
+        values, _, _ = features.op_features("mm", mm_tensor_descriptions(inp), inp.allow_tf32)
+        return {name: str(value) for name, value in values.items()}
+
+    # --- worker side -----------------------------------------------------------------------------------
+
+    def worker_env(self, args, device: str) -> dict:
+        op = "packed_linear" if device == "cpu" else "mm"
+        env = {ENV_LOG_PATH: os.path.abspath(self.log_path_for(args))}
+        env[ENV_USE if args.use_heuristic else ENV_COLLECT] = op
+        env[ENV_SEARCH_SPACE] = args.search_space
+        if args.search_space_sample is not None:
+            env[ENV_SEARCH_SAMPLE] = str(args.search_space_sample)
+        workers = self.worker_count(args)
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+        return env
+
+    def log_path_for(self, args) -> str:
+        from torchgen_ah import distributed
+
+        return distributed.rank_output_path(args.output, distributed.rank_info())
+
+    def worker_count(self, args) -> int:
+        from torchgen_ah import distributed
+
+        try:
+            return len(self.worker_devices(args, distributed.rank_info()))
+        except ValueError:
+            return 1
+
+    def setup_worker(self, args, device: str) -> None:
+        import torch
+        import torch._inductor.config as inductor_config
+
+        self._cache_root = args.cache_root
+        if self._cache_root:
+            os.makedirs(self._cache_root, exist_ok=True)
+        configure_inductor_for_collection(torch, inductor_config)
+        if device == "cpu":
+            inductor_config.freezing = True
+            self.device = "cpu"
+        else:
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"worker for {device}: CUDA is not available")
+            torch.cuda.set_device(0)  # the runner shows each worker only its own GPU
+            self.device = "cuda"
+        import ah_plugin  # noqa: F401 - the torch.backends entry point installed it from the env
+
+        print(f"worker ready: torch {torch.__version__} on {self._device_name(torch)}; "
+              f"plugin status {ah_plugin.status()}", flush=True)
+
+    def _device_name(self, torch) -> str:
+        if self.device == "cuda":
+            return torch.cuda.get_device_name(0)
+        return "cpu"
+
+    def run_sample(self, spec: dict, reps: int, args, device: str) -> dict:
+        return self.run_batch([spec], reps, args, device)[0]
+
+    def run_batch(self, specs: list[dict], reps: int, args, device: str) -> list[dict]:
+        """Compile one function of every input of the batch ``reps`` times; each compile autotunes every
+        mm afresh and the collector logs them. Raises on any failure (the runner then retries singly)."""
+        import torch
+
+        inputs = [MMInput.from_dict(spec) for spec in specs]
+        if len({self.batch_key(spec, args) for spec in specs}) != 1:
+            raise ValueError("a batch must hold one dtype and one TF32 setting")
+        if self.device == "cuda":
+            _set_tf32(torch, inputs[0].allow_tf32)
+        faulty = _injected_faults()
+        cache_dir = tempfile.mkdtemp(prefix="ah_gen_mm_", dir=self._cache_root)
+        saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(cache_dir, "triton")
+        seconds = []
+        try:
+            fn, operands = self._case(torch, inputs)
+            for _ in range(reps):
+                torch.compiler.reset()
+                compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+                start = time.perf_counter()
+                with torch.no_grad():
+                    outputs = compiled(*operands)
+                if self.device == "cuda":
+                    torch.cuda.synchronize()
+                seconds.append(round(time.perf_counter() - start, 3))
+                del outputs
+                bad = [inp.describe() for inp in inputs if (inp.m, inp.k, inp.n) in faulty]
+                if bad:
+                    raise RuntimeError(f"injected fault ({ENV_INJECT_FAULT}) for {', '.join(bad)}")
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            torch.compiler.reset()
+            if self.device == "cuda":
+                torch.cuda.empty_cache()
+        return [{"compile_seconds": seconds, "batch": len(inputs)} for _ in inputs]
+
+    def _case(self, torch, inputs: list[MMInput]):
+        """(callable, operands) computing every input's a @ b in one graph on this worker's device.
+
+        GPU: the operands are graph inputs with the layout's exact strides (a transposed operand is the
+        transpose of a contiguous tensor) and the function returns all products as a tuple, so every
+        product is an output (no dead code) and a plain ``mm`` (no epilogue that would make it addmm).
+        CPU: each ``b`` is a constant weight of one module (packed_linear under freezing)."""
+        dev = self.device
+
+        def operand(rows, cols, transposed, dtype):
+            if transposed:
+                return torch.randn(cols, rows, dtype=dtype, device=dev).t()
+            return torch.randn(rows, cols, dtype=dtype, device=dev)
+
+        lefts, rights = [], []
+        for inp in inputs:
+            dtype = getattr(torch, inp.dtype)
+            lefts.append(operand(inp.m, inp.k, inp.transpose_left, dtype))
+            rights.append(operand(inp.k, inp.n, inp.transpose_right, dtype))
+        if dev == "cpu":
+            return _constant_weights_module(rights).eval(), tuple(lefts)
+        operands = tuple(t for pair in zip(lefts, rights) for t in pair)
+        return _mm_all, operands
+
+    def classify_error(self, exc: BaseException) -> str:
+        if type(exc).__name__ == "OutOfMemoryError":
+            return "oom"
+        return super().classify_error(exc)
+
+    def after_failure(self, exc: BaseException, args, device: str) -> None:
+        import torch
+
+        torch.compiler.reset()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _mm_all(*operands):
+    """Products of consecutive (a, b) operand pairs, each a separate mm, all returned."""
+    products = []
+    for i in range(0, len(operands), 2):
+        products.append(operands[i] @ operands[i + 1])
+    return tuple(products)
+
+
+def input_bytes(inp: MMInput) -> int:
+    """Bytes of a, b and the output of one input (what it holds on the GPU while its batch runs)."""
+    size = 4 if inp.dtype == "float32" else 2
+    return size * (inp.m * inp.k + inp.k * inp.n + inp.m * inp.n)
+
+
+def _injected_faults() -> set[tuple[int, int, int]]:
+    out = set()
+    for item in os.environ.get(ENV_INJECT_FAULT, "").split(";"):
+        if item.strip():
+            out.add(tuple(int(x) for x in item.split(",")))
+    return out
+
+
+def _set_config(module, name: str, value) -> None:
+    """Set a config entry only where this torch has it (the GPU machine runs an older torch)."""
+    if hasattr(module, name):
+        setattr(module, name, value)
+
+
+def configure_inductor_for_collection(torch, inductor_config) -> None:
+    """Every repetition re-benchmarks: the FX graph caches, AOT autograd cache and the autotune results
+    caches are off. ``force_disable_caches`` stays off because it gives every compile a fresh cache folder,
+    so repetitions would recompile all kernels (compilation is not what is measured). The fusion passes
+    that could merge independent mms of a batch (group/batch fusion) are switched off."""
+    for name in ("fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache", "autotune_remote_cache",
+                 "bundled_autotune_remote_cache", "force_disable_caches"):
+        _set_config(inductor_config, name, False)
+    _set_config(torch.compiler.config, "force_disable_caches", False)
+    for name in ("pre_grad_fusion_options", "post_grad_fusion_options"):
+        _set_config(inductor_config, name, {})
+    try:
+        import torch._functorch.config as functorch_config
+
+        _set_config(functorch_config, "enable_autograd_cache", False)
+        _set_config(functorch_config, "enable_remote_autograd_cache", False)
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _set_tf32(torch, enabled: bool) -> None:
+    """TF32 for fp32 matmuls, through the API the plugin reads (``fp32_precision`` where it exists)."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        matmul.fp32_precision = "tf32" if enabled else "ieee"
+    else:  # pragma: no cover - torch before 2.9
+        matmul.allow_tf32 = enabled
+
+
+def _constant_weights_module(weights):
+    """A module computing ``x_i @ w_i`` for constant weights ``w_i``: under freezing and no_grad each
+    product is one packed_linear autotuning of Inductor's CPU path."""
+    import torch
+
+    class ConstantWeightsMM(torch.nn.Module):
+        def __init__(self, weights):
+            super().__init__()
+            self.weights = torch.nn.ParameterList(
+                [torch.nn.Parameter(w, requires_grad=False) for w in weights])
+
+        def forward(self, *xs):
+            products = []
+            for x, w in zip(xs, self.weights):
+                products.append(x @ w)
+            return tuple(products)
+
+    return ConstantWeightsMM(weights)
+
+
+def main(argv=None) -> int:
+    return BenchmarkRunnerMM().run(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
