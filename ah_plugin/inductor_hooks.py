@@ -111,6 +111,19 @@ def _policy_name(policy) -> str:
     return type(policy).__qualname__
 
 
+def _policy_key(policy) -> str:
+    """The policy's part of the FX-graph cache key: its name, plus its own ``cache_key()`` when it has
+    one (the results cache: a new winner or an edited row must recompile, not reuse an old kernel)."""
+    key_fn = getattr(policy, "cache_key", None)
+    if key_fn is None:
+        return _policy_name(policy)
+    try:
+        return f"{_policy_name(policy)}[{key_fn()}]"
+    except Exception as exc:
+        warn_once(("cache_key", _policy_name(policy)), f"ah_plugin: {_policy_name(policy)}.cache_key raised {exc!r}")
+        return f"{_policy_name(policy)}[?]"
+
+
 # --- install / uninstall ----------------------------------------------------------------------------
 
 
@@ -288,7 +301,7 @@ class _PluginChoicesMixin:
             except NotImplementedError:
                 parent = None
         current = settings.current()
-        policies = ",".join(_policy_name(p) for p in registered_policies())
+        policies = ",".join(_policy_key(p) for p in registered_policies())
         nonce = _State.nonce if current.collect else ""
         return f"ah_plugin:{settings.describe(current)};policies={policies};{nonce};parent={parent}"
 

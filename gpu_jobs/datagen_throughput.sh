@@ -7,7 +7,7 @@
 set -euo pipefail
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}."
-python3 benchmarks/collect_throughput.py --num-shapes "${NUM_SHAPES:-8}" --num-reps "${NUM_REPS:-2}" \
+python3 benchmarks/collect_throughput.py --num-shapes "${NUM_SHAPES:-24}" --num-reps "${NUM_REPS:-2}" \
   --batch-size "${BATCH_SIZE:-8}" --fresh-subset "${FRESH_SUBSET:-3}" --max-dim "${MAX_DIM:-4096}" \
   --out-dir "$OUT/collect_throughput" 2>&1 | tail -n 80
 cp benchmarks/RESULTS.md "$OUT/RESULTS.md"

@@ -1,0 +1,143 @@
+"""The results cache as a `ChoicePolicy` (ah_plugin.policy): first among the policies.
+
+- hit (exact, else the most specific wildcard entry) whose solution is among today's candidates:
+  keep exactly that one, so Inductor benchmarks nothing. `Default` means the aten candidate.
+- a recorded solution that is not among the candidates: a miss, warned once per entry.
+- miss with tuning on: no opinion (Inductor autotunes, pruned by the heuristic when USE is on), and
+  `on_timings` records the fastest candidate that passed the numerical check.
+- miss with tuning off: the aten candidate (or the heuristic's top-1 when asked), and the shape goes
+  to the untuned file when record-untuned is on.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ah_plugin.policy import AutotuneRequest
+
+from . import params as P
+from . import results_file as F
+from . import settings as S
+from .store import store, verbose
+
+
+def aten_candidate(candidates: list[str]) -> str | None:
+    """The aten (extern) choice among the candidates: `extern_mm`, `extern__mkl_linear`, ..."""
+    for cid in candidates:
+        if cid.startswith("extern_"):
+            return cid
+    return None
+
+
+def heuristic_top1(request: AutotuneRequest) -> str | None:
+    """The USE heuristic's best-ranked candidate, or None when no artifact fits."""
+    try:
+        from ah_plugin import ranking
+
+        artifact = ranking.default_policy().artifact_for(request.op_name, request.metadata)
+        if artifact is None:
+            return None
+        today = set(request.candidates)
+        for cid, _ in artifact.heuristic.rank(dict(request.features)):
+            if cid in today:
+                return cid
+    except Exception as error:
+        store().warn_once(("top1", type(error).__name__), f"heuristic top-1 unavailable: {error}")
+    return None
+
+
+def request_key(request: AutotuneRequest) -> P.GemmParams | None:
+    return P.from_request(request.op_name, request.features, request.tensors)
+
+
+class TunableCachePolicy:
+    """Stateless front of the process-wide `ResultsStore`."""
+
+    name = "tunable"
+
+    def cache_key(self) -> str:
+        """What Inductor's FX-graph cache key must include so that a changed results file (an edited
+        `Default`, a new winner) or a changed switch recompiles instead of reusing an old kernel."""
+        if not S.is_enabled():
+            return "tunable=off"
+        db = store()
+        db.ensure_loaded()
+        return f"tunable=on;tuning={int(S.tuning_is_enabled())};top1={int(S.use_heuristic_top1())};results={db.digest()}"
+
+    def select(self, request: AutotuneRequest) -> list[str] | None:
+        if not S.is_enabled():
+            return None
+        key = request_key(request)
+        if key is None:
+            return None
+        db = store()
+        db.ensure_loaded()
+        entry, wildcard = db.lookup(request.op_name, key)
+        if entry is not None:
+            chosen = self._resolve(entry, request)
+            if chosen is not None:
+                db.stats.hits += 1
+                db.stats.wildcard_hits += int(wildcard)
+                verbose(
+                    2,
+                    f"hit {request.op_name},{key.encode()} -> {chosen}"
+                    + (f" (wildcard {entry.params} at {entry.source or 'memory'})" if wildcard else ""),
+                )
+                return [chosen]
+        db.stats.misses += 1
+        if S.tuning_is_enabled():
+            verbose(2, f"miss {request.op_name},{key.encode()}: tuning {len(request.candidates)} candidates")
+            excluded = db.excluded.get((request.op_name, key.encode()))
+            if excluded:
+                kept = [c for c in request.candidates if c not in excluded]
+                return kept or None
+            return None
+        if S.record_untuned_is_enabled():
+            db.record_untuned(request.op_name, key.encode())
+        chosen = heuristic_top1(request) if S.use_heuristic_top1() else None
+        chosen = chosen or aten_candidate(request.candidates)
+        verbose(2, f"miss {request.op_name},{key.encode()} with tuning off -> {chosen}")
+        if chosen is None:
+            return None
+        db.stats.defaults += 1
+        return [chosen]
+
+    def _resolve(self, entry: F.Entry, request: AutotuneRequest) -> str | None:
+        if entry.solution == F.DEFAULT_SOLUTION:
+            return aten_candidate(request.candidates)
+        if entry.solution in request.candidates:
+            return entry.solution
+        db = store()
+        db.stats.stale += 1
+        db.warn_once(
+            ("stale", entry.op, entry.params, entry.solution),
+            f"{entry.source or 'results'}: solution {entry.solution!r} for {entry.op},{entry.params} is not "
+            f"among today's {len(request.candidates)} candidates; treated as a miss",
+        )
+        return None
+
+    def on_timings(self, request: AutotuneRequest, timings: dict[str, float], untimed: list[str]) -> None:
+        if not S.is_enabled() or not S.tuning_is_enabled():
+            return
+        key = request_key(request)
+        if key is None:
+            return
+        db = store()
+        params = key.encode()
+        if len(timings) <= 1 and len(request.candidates) > 1:
+            return  # a hit or a Default answer: nothing was compared
+        rejected = db.excluded.get((request.op_name, params), set())
+        valid = {
+            cid: t
+            for cid, t in timings.items()
+            if cid not in rejected and t is not None and not math.isnan(t) and not math.isinf(t)
+        }
+        if not valid:
+            return
+        winner = min(valid, key=valid.get)
+        db.record(request.op_name, params, winner, valid[winner])
+        verbose(2, f"tuned {request.op_name},{params} -> {winner} ({valid[winner]:.4g} ms)")
+        verbose(3, f"timings {request.op_name},{params}: {sorted(valid.items(), key=lambda kv: kv[1])}")
+
+
+POLICY = TunableCachePolicy()

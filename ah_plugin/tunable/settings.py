@@ -1,0 +1,196 @@
+"""Every switch of the results cache, with its environment variable and Python-API twin.
+
+The rule, written once: **an environment variable that is set (to a non-empty value) wins over the
+Python API; the API sets the value used while the variable is unset.** Variables are read on each
+query (one dict lookup), so a test or launcher may change them at any time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import warnings
+from dataclasses import dataclass
+
+ENABLED = "AH_TUNABLE_ENABLED"
+TUNING = "AH_TUNABLE_TUNING"
+RECORD_UNTUNED = "AH_TUNABLE_RECORD_UNTUNED"
+FILENAME = "AH_TUNABLE_FILENAME"
+UNTUNED_FILENAME = "AH_TUNABLE_UNTUNED_FILENAME"
+MAX_TUNING_DURATION_MS = "AH_TUNABLE_MAX_TUNING_DURATION_MS"
+MAX_TUNING_ITERATIONS = "AH_TUNABLE_MAX_TUNING_ITERATIONS"
+VERBOSE = "AH_TUNABLE_VERBOSE"
+VERBOSE_FILENAME = "AH_TUNABLE_VERBOSE_FILENAME"
+NUMERICAL_CHECK = "AH_TUNABLE_NUMERICAL_CHECK"
+USE_HEURISTIC_TOP1 = "AH_TUNABLE_USE_HEURISTIC_TOP1"
+
+DEFAULT_FILENAME = "ah_tunable_results%d.csv"
+DEFAULT_UNTUNED_FILENAME = "ah_tunable_untuned%d.csv"
+DEFAULT_ATOL = 1e-5
+DEFAULT_RTOL = 1e-5
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class TunableSettingsWarning(UserWarning):
+    """A variable of the results cache holds a value that cannot be read; its default is used."""
+
+
+@dataclass
+class _ApiValues:
+    """Values set through the Python API (used while the matching variable is unset)."""
+
+    enabled: bool = False
+    tuning: bool = True
+    record_untuned: bool = False
+    filename: str = DEFAULT_FILENAME
+    untuned_filename: str = DEFAULT_UNTUNED_FILENAME
+    max_tuning_duration_ms: int = 30
+    max_tuning_iterations: int = 100
+    verbose: int = 0
+    verbose_filename: str = "err"
+    numerical_check: tuple[bool, float, float] = (False, DEFAULT_ATOL, DEFAULT_RTOL)
+    use_heuristic_top1: bool = False
+    write_on_exit: bool = True
+
+
+api = _ApiValues()
+_warned: set[str] = set()
+
+
+def _warn_once(name: str, value: str, expected: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(
+            f"{name}={value!r} is not {expected}; using the Python-API value instead",
+            TunableSettingsWarning,
+            stacklevel=3,
+        )
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else None
+
+
+def _bool(name: str, api_value: bool) -> bool:
+    value = _env(name)
+    if value is None:
+        return api_value
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    _warn_once(name, value, "one of 1/0/true/false")
+    return api_value
+
+
+def _int(name: str, api_value: int, lo: int = 0, hi: int | None = None) -> int:
+    value = _env(name)
+    if value is None:
+        return api_value
+    try:
+        number = int(value)
+    except ValueError:
+        _warn_once(name, value, "an integer")
+        return api_value
+    if number < lo or (hi is not None and number > hi):
+        _warn_once(name, value, f"an integer in [{lo}, {hi if hi is not None else 'inf'}]")
+        return api_value
+    return number
+
+
+def is_enabled() -> bool:
+    return _bool(ENABLED, api.enabled)
+
+
+def tuning_is_enabled() -> bool:
+    return _bool(TUNING, api.tuning)
+
+
+def record_untuned_is_enabled() -> bool:
+    return _bool(RECORD_UNTUNED, api.record_untuned)
+
+
+def use_heuristic_top1() -> bool:
+    return _bool(USE_HEURISTIC_TOP1, api.use_heuristic_top1)
+
+
+def max_tuning_duration_ms() -> int:
+    return _int(MAX_TUNING_DURATION_MS, api.max_tuning_duration_ms)
+
+
+def max_tuning_iterations() -> int:
+    return _int(MAX_TUNING_ITERATIONS, api.max_tuning_iterations)
+
+
+def verbose_level() -> int:
+    return _int(VERBOSE, api.verbose, 0, 3)
+
+
+def verbose_filename() -> str:
+    return _env(VERBOSE_FILENAME) or api.verbose_filename
+
+
+def raw_filename() -> str:
+    """The results file name before the device ordinal is put in (may hold `%d`)."""
+    return _env(FILENAME) or api.filename
+
+
+def raw_untuned_filename() -> str:
+    return _env(UNTUNED_FILENAME) or api.untuned_filename
+
+
+def numerical_check() -> tuple[bool, float, float]:
+    """(enabled, atol, rtol). The variable is `0`, `1` (default tolerances) or `ATOL_RTOL`, e.g. `1e-3_1e-2`."""
+    value = _env(NUMERICAL_CHECK)
+    if value is None:
+        return api.numerical_check
+    lowered = value.strip().lower()
+    if lowered in _FALSE:
+        return (False, api.numerical_check[1], api.numerical_check[2])
+    if lowered in _TRUE:
+        return (True, DEFAULT_ATOL, DEFAULT_RTOL)
+    match = re.fullmatch(r"\s*([^_\s]+)_([^_\s]+)\s*", value)
+    if match:
+        try:
+            return (True, float(match.group(1)), float(match.group(2)))
+        except ValueError:
+            pass
+    _warn_once(NUMERICAL_CHECK, value, "0, 1 or ATOL_RTOL (e.g. 1e-3_1e-2)")
+    return api.numerical_check
+
+
+def device_ordinal() -> int:
+    """The device this process tunes for: the current CUDA device when CUDA is already initialised,
+    else LOCAL_RANK (torchrun), else 0. Never initialises CUDA itself."""
+    torch = sys.modules.get("torch")  # not imported: CUDA cannot be initialised either
+    try:
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            return int(torch.cuda.current_device())
+    except Exception:  # a broken CUDA setup must not break a compile
+        pass
+    try:
+        return int(os.environ.get("LOCAL_RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def with_ordinal(filename: str, ordinal: int | None = None) -> str:
+    """Put the device ordinal where the name holds `%d` (all occurrences)."""
+    if "%d" not in filename:
+        return filename
+    return filename.replace("%d", str(device_ordinal() if ordinal is None else ordinal))
+
+
+def insert_ordinal_placeholder(filename: str) -> str:
+    """`results.csv` -> `results%d.csv` (before the extension; at the end when there is none)."""
+    if "%d" in filename:
+        return filename
+    head, sep, ext = filename.rpartition(".")
+    if sep and "/" not in ext and os.sep not in ext and head:
+        return f"{head}%d.{ext}"
+    return filename + "%d"
