@@ -100,11 +100,12 @@ def install(
 
 
 def uninstall() -> None:
-    """Switch the plugin off: hooks removed, built-in AutoHeuristic and choices class restored."""
+    """Switch the plugin off: every policy unregistered (the results cache's too: ``tunable.enable()``
+    registers it again), hooks removed, built-in AutoHeuristic and choices class restored."""
     from . import inductor_hooks, settings
 
     settings.set_api_values()
-    for policy in _OURS.values():
+    for policy in inductor_hooks.registered_policies():
         inductor_hooks.unregister_policy(policy)
     _OURS.clear()
     inductor_hooks.uninstall_hooks()

@@ -504,6 +504,15 @@ def _select(request: AutotuneRequest, current) -> list[str] | None:
     return None
 
 
+def _pruned(items: list, ids: list[str], request: AutotuneRequest, current) -> list:
+    """``items`` (candidates, in the order of their ``ids``) that the policies keep; all when none decides."""
+    keep = _select(request, current)
+    if keep is None:
+        return items
+    keep_set = set(keep)
+    return [item for item, cid in zip(items, ids) if cid in keep_set]
+
+
 def _pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrides):
     if not ktcs:
         return ktcs
@@ -521,12 +530,7 @@ def _pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrid
         ktc.annotations["ah_plugin_id"] = cid
     if not _policies_for(op_name):
         return ktcs
-    request = build_request(op_name, nodes, ids, "pre_codegen")
-    keep = _select(request, current)
-    if keep is None:
-        return ktcs
-    keep_set = set(keep)
-    return [ktc for ktc, cid in zip(ktcs, ids) if cid in keep_set]
+    return _pruned(ktcs, ids, build_request(op_name, nodes, ids, "pre_codegen"), current)
 
 
 def _caller_frame_args():
@@ -561,12 +565,7 @@ def _preprocess_choices(choices):
         if any(annotated):
             return choices  # the pre-codegen hook already asked the policies for this autotuning
         ids = caller_ids(choices)
-        request = build_request(name, nodes, ids, "post_codegen")
-        keep = _select(request, current)
-        if keep is None:
-            return choices
-        keep_set = set(keep)
-        return [c for c, cid in zip(choices, ids) if cid in keep_set]
+        return _pruned(choices, ids, build_request(name, nodes, ids, "post_codegen"), current)
     except Exception as exc:
         warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
         return choices

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import warnings
+from contextlib import contextmanager
 
 try:  # POSIX advisory locks; absent on Windows, where appends are unlocked.
     import fcntl
@@ -206,6 +207,29 @@ def _existing_layout(fd: int, size: int, path: str, metadata: dict) -> tuple[str
     if sorted(columns) != sorted(header_columns(metadata)):
         return "mismatch", None
     return "ok", columns
+
+
+@contextmanager
+def atomic_log_file(path, metadata: dict, columns: list[str]):
+    """A text file for a whole new log: metadata line and header already written, rows go after.
+
+    It is a temporary file beside ``path`` that replaces ``path`` only when the block ends without an
+    error, so a reader never sees half a log and a failed write leaves the old file as it was.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(format_metadata(metadata) + "\n")
+            f.write(",".join(columns) + "\n")
+            yield f
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def append_rows(path, metadata: dict, lines: list[str], columns: list[str] | None = None) -> str:

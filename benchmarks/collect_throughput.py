@@ -37,6 +37,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks._results import update_section  # noqa: E402
 from torchgen_ah.shape_sampler import sample_mm_input  # noqa: E402
 
 SECTION = "collect_throughput"
@@ -153,19 +154,6 @@ def compare(base: dict, warm: dict):
             "p90": float(np.percentile(arr, 90))}
 
 
-def update_results(text: str, command: str) -> None:
-    path = os.path.join(ROOT, "benchmarks", "RESULTS.md")
-    begin, end = f"<!-- BEGIN {SECTION} -->", f"<!-- END {SECTION} -->"
-    block = f"{begin}\n## Collection throughput\n\nCommand: `{command}`\n\n{text}\n{end}"
-    old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmark results\n"
-    if begin in old and end in old:
-        new = old[: old.index(begin)] + block + old[old.index(end) + len(end):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(new)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--num-shapes", type=int, default=8, help="K inputs measured by the batched way")
@@ -244,7 +232,7 @@ def main(argv=None) -> int:
     if not args.no_write:
         command = "PYTHONPATH=. python benchmarks/collect_throughput.py " + " ".join(
             a for a in (argv if argv is not None else sys.argv[1:]))
-        update_results(text, command.strip())
+        update_section(SECTION, f"## Collection throughput\n\nCommand: `{command.strip()}`\n\n{text}")
     return 0
 
 

@@ -19,8 +19,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-RESULTS = os.path.join(HERE, "RESULTS.md")
 NAME = "datalayer_read"
+sys.path.insert(0, REPO)
+
+from benchmarks._results import update_section  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -60,19 +62,6 @@ def measure(task: str, paths: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def update_results(section: str) -> None:
-    begin, end = f"<!-- BEGIN {NAME} -->", f"<!-- END {NAME} -->"
-    text = open(RESULTS).read() if os.path.exists(RESULTS) else "# Benchmark results\n"
-    block = f"{begin}\n{section.rstrip()}\n{end}"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        text = head + block + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(RESULTS, "w") as f:
-        f.write(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=os.path.join(REPO, "datasets"))
@@ -104,7 +93,7 @@ def main() -> None:
         lines.append(f"| {label} | {mib:.0f} | {r['rows']:,} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['peak_mib']:.0f} |")
     table = "\n".join(lines)
     print(table)
-    update_results("## Data layer: reading the official logs\n\n" + table)
+    update_section(NAME, "## Data layer: reading the official logs\n\n" + table)
 
 
 if __name__ == "__main__":

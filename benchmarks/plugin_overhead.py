@@ -18,7 +18,6 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 from ah_plugin import features  # noqa: E402
 
@@ -104,7 +103,7 @@ def main() -> None:
     ])
     print(body)
     if not args.no_write:
-        from _results import update_section
+        from benchmarks._results import update_section
 
         update_section("plugin_overhead", body)
 

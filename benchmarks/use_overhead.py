@@ -11,6 +11,7 @@ depth up to 9). Goal: under 1 ms per lowering. Writes its section of benchmarks/
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import random
@@ -25,6 +26,7 @@ sys.path.insert(0, ROOT)
 from ah_plugin import artifact_loader, features, log_format  # noqa: E402
 from ah_plugin.policy import AutotuneRequest  # noqa: E402
 from ah_plugin.ranking import RankingPolicy, UseOptions  # noqa: E402
+from benchmarks._results import update_section  # noqa: E402
 
 H100 = {"device_capa": (9, 0), "shared_memory": 232448, "device_name": "NVIDIA H100 80GB HBM3"}
 CONFIGS = [f"type=triton_BLOCK-M={m}_BLOCK-K={k}_BLOCK-N={n}_numstages={s}_numwarps=4"
@@ -67,6 +69,7 @@ def median_us(fn, n=3000) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help without a run
     packaged = artifact_loader.select("mm", dict(H100, name="mm"),
                                       (("package", artifact_loader.package_artifact_dir() or ""),))
     tmp = tempfile.mkdtemp(prefix="use_overhead_")
@@ -115,21 +118,7 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}. Goal: under 1000 us per lowering.\n\n"
         f"{text}\n"
     )
-    write_section("use_overhead", section)
-
-
-def write_section(name: str, body: str) -> None:
-    path = os.path.join(ROOT, "benchmarks", "RESULTS.md")
-    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    block = f"{begin}\n{body}{end}"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        text = head + block + rest.split(end, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(path, "w") as handle:
-        handle.write(text)
+    update_section("use_overhead", section)
 
 
 if __name__ == "__main__":

@@ -167,7 +167,9 @@ def test_policy_hit_default_stale_wildcard_and_record(tmp_path):
 
     # tuning on: the fastest finite timing is recorded, written merged with the file's rows
     policy.on_timings(mm_request(m=70), {"extern_mm": 0.5, TRITON_A: 0.25, TRITON_B: float("inf")}, [])
+    os.chmod(path, 0o640)
     assert tunable.write_file()
+    assert os.stat(path).st_mode & 0o7777 == 0o640  # the replaced file keeps its mode
     rows = {r[1]: r[2] for r in tunable.get_results()}
     assert rows["NT_70_48_32_ld_32_32_float16"] == TRITON_A and rows["NT_65_48_32_ld_32_32_float16"] == "Default"
     store().clear()
@@ -246,6 +248,10 @@ def test_eight_processes_write_one_file_name(tmp_path, ordinals):
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode()
     files = [tmp_path / "res0.csv", tmp_path / "res1.csv"] if ordinals else [tmp_path / "res.csv"]
+    umask = os.umask(0)
+    os.umask(umask)
+    # a new file gets the mode any new file gets (not the temp file's private 0o600)
+    assert all(path.stat().st_mode & 0o7777 == 0o666 & ~umask for path in files)
     seen = set()
     for path in files:
         with warnings.catch_warnings():

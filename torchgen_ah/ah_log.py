@@ -22,7 +22,7 @@ from ah_plugin.log_format import (
     CHOICE_COLUMN,
     FEEDBACK_COLUMN,
     AHLogError,
-    format_metadata,
+    atomic_log_file,
     parse_metadata,
 )
 
@@ -310,16 +310,5 @@ def write_log(path, metadata: dict, frame: pd.DataFrame) -> None:
             for name in columns
         }
     )
-    directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(format_metadata(metadata) + "\n")
-            f.write(",".join(columns) + "\n")
-            out.to_csv(f, header=False, index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_log_file(path, metadata, columns) as f:
+        out.to_csv(f, header=False, index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")

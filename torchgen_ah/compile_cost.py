@@ -123,6 +123,39 @@ def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, modu
             return 124
 
 
+def pick_device(device: str | None) -> str:
+    """The ``--device`` argument, or cuda when this machine has one, else cpu."""
+    if device is not None:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def fresh_results_path(out_dir: str) -> str:
+    """``out_dir/results.jsonl``, emptied: the worker processes append one JSON line per measurement."""
+    os.makedirs(out_dir, exist_ok=True)
+    result_path = os.path.join(out_dir, "results.jsonl")
+    if os.path.exists(result_path):
+        os.remove(result_path)
+    return result_path
+
+
+def run_steps(modes, deadline: float, launch, label: str = "") -> dict[str, str]:
+    """Run each mode's process while time is left (``cache``: a ``cache_record`` run fills the results file
+    first). ``launch(step, seconds_left)`` returns the exit code. Returns {label + step: outcome}."""
+    status = {}
+    for mode in modes:
+        for step in (["cache_record", "cache"] if mode == "cache" else [mode]):
+            left = deadline - time.time()
+            if left <= 5:
+                status[label + step] = "skipped (time budget)"
+                continue
+            rc = launch(step, left)
+            status[label + step] = "ok" if rc == 0 else f"exit {rc} (see {label}{step}.log)"
+    return status
+
+
 def read_results(path: str) -> list[dict]:
     if not os.path.exists(path):
         return []
@@ -186,31 +219,16 @@ def main(argv=None) -> int:
     except (OSError, ShapesError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    device = args.device
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = pick_device(args.device)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for mode in modes:
         if mode not in ALL_MODES:
             print(f"error: unknown mode {mode!r}; known: {ALL_MODES}", file=sys.stderr)
             return 2
-    os.makedirs(args.out, exist_ok=True)
-    result_path = os.path.join(args.out, "results.jsonl")
-    if os.path.exists(result_path):
-        os.remove(result_path)
+    result_path = fresh_results_path(args.out)
     deadline = time.time() + args.max_minutes * 60
-    status = {}
-    for mode in modes:
-        steps = ["cache_record", "cache"] if mode == "cache" else [mode]
-        for step in steps:
-            left = deadline - time.time()
-            if left <= 5:
-                status[step] = "skipped (time budget)"
-                continue
-            rc = run_mode(step, shapes, device, args.out, left, "torchgen_ah.compile_cost")
-            status[step] = "ok" if rc == 0 else f"exit {rc} (see {step}.log)"
+    status = run_steps(modes, deadline,
+                       lambda step, left: run_mode(step, shapes, device, args.out, left, "torchgen_ah.compile_cost"))
     results = read_results(result_path)
     summary = summarize_cost(results)
     with open(os.path.join(args.out, "compile_cost.json"), "w", encoding="utf-8") as f:

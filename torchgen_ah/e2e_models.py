@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-from torchgen_ah.compile_cost import read_results, run_mode
+from torchgen_ah.compile_cost import fresh_results_path, pick_device, read_results, run_mode, run_steps
 
 MODELS = ("gpt2", "vit")
 DEFAULT_MODES = ("off", "default", "ours_adaptive", "ours_k10", "builtin_ah", "cache")
@@ -103,29 +103,19 @@ def main(argv=None) -> int:
         with open(args.worker, encoding="utf-8") as f:
             worker(json.load(f))
         return 0
-    device = args.device
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    os.makedirs(args.out, exist_ok=True)
-    result_path = os.path.join(args.out, "results.jsonl")
-    if os.path.exists(result_path):
-        os.remove(result_path)
+    device = pick_device(args.device)
+    result_path = fresh_results_path(args.out)
     deadline = time.time() + args.max_minutes * 60
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     status = {}
     for model in [m.strip() for m in args.models.split(",") if m.strip()]:
         work = os.path.join(args.out, model)
         os.makedirs(work, exist_ok=True)
-        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
-            for step in (["cache_record", "cache"] if mode == "cache" else [mode]):
-                left = deadline - time.time()
-                if left <= 5:
-                    status[f"{model}/{step}"] = "skipped (time budget)"
-                    continue
-                rc = run_mode(step, [], device, work, left, "torchgen_ah.e2e_models",
-                              extra={"model": model, "result_path": result_path})
-                status[f"{model}/{step}"] = "ok" if rc == 0 else f"exit {rc} (see {model}/{step}.log)"
+        status.update(run_steps(
+            modes, deadline,
+            lambda step, left: run_mode(step, [], device, work, left, "torchgen_ah.e2e_models",
+                                        extra={"model": model, "result_path": result_path}),
+            label=f"{model}/"))
     results = read_results(result_path)
     command = "python -m torchgen_ah.e2e_models " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(results, command) + "\nRuns: " + ", ".join(f"{k}: {v}" for k, v in status.items()) + "\n"

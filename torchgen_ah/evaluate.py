@@ -38,6 +38,7 @@ from torchgen_ah.policies import (
     space_policy,
     summarize,
 )
+from torchgen_ah.results_section import update_results_section
 from torchgen_ah.timing_table import TimingTable, build_timing_table
 
 DEFAULT_SHAPES = os.path.join(os.path.dirname(__file__), "data", "eval_shapes.csv")
@@ -241,20 +242,6 @@ def render_report(command: str, environment: dict, results: dict, bars: dict, ex
         ]
     lines += extra
     return "\n".join(lines) + "\n"
-
-
-def update_results_section(path: str, section: str, body: str) -> None:
-    """Replace (or append) the text between ``<!-- BEGIN section -->`` and ``<!-- END section -->``."""
-    begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
-    text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-    block = f"{begin}\n{body.rstrip()}\n{end}"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        text = head + block + rest.split(end, 1)[1]
-    else:
-        text = (text.rstrip() + "\n\n" if text.strip() else "") + block + "\n"
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
 
 
 def _load_json(path):

@@ -19,7 +19,7 @@ from ah_plugin.log_format import (
     CHOICE_COLUMN,
     FEEDBACK_COLUMN,
     AHLogError,
-    format_metadata,
+    atomic_log_file,
     parse_metadata,
 )
 
@@ -48,11 +48,15 @@ def _read_head(path: str) -> tuple[dict, list[str]]:
     return metadata, columns
 
 
-def metadata_differences(first: dict, other: dict) -> list[str]:
-    """Keys whose values differ (or that only one side has), in upstream key order."""
+def metadata_differences(first: dict, other: dict, keys=None) -> list[str]:
+    """Keys whose values differ (or that only one side has), in upstream key order.
+
+    keys: compare only these (in this order); None: every key either side has.
+    """
     a = dict(first)
     b = dict(other)
-    keys = list(dict.fromkeys([*a.keys(), *b.keys()]))
+    if keys is None:
+        keys = list(dict.fromkeys([*a.keys(), *b.keys()]))
     missing = object()
     return [k for k in keys if a.get(k, missing) != b.get(k, missing)]
 
@@ -116,46 +120,35 @@ def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
     n = len(columns)
 
     total_rows = total_skipped = 0
-    directory = os.path.dirname(out)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    tmp = f"{out}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as dst:
-            dst.write(format_metadata(metadata) + "\n")
-            dst.write(",".join(columns) + "\n")
-            for path, _, their_columns in heads:
-                order = None
-                if their_columns != columns:
-                    order = [their_columns.index(c) for c in columns]
-                rows, skipped = 0, []
-                with open(path, encoding="utf-8", errors="replace", newline="") as src:
-                    src.readline()
-                    src.readline()
-                    for lineno, line in enumerate(src, start=3):
-                        line = line.rstrip("\r\n")
-                        if not line:
-                            continue
-                        fields = line.split(",")
-                        if order is not None and len(fields) == n:
-                            fields = [fields[i] for i in order]
-                        problem = _row_problem(fields, columns, numerical_idx, choice_idx, fb_idx)
-                        if problem:
-                            skipped.append((lineno, problem))
-                            continue
-                        dst.write(line + "\n" if order is None else ",".join(fields) + "\n")
-                        rows += 1
-                if skipped:
-                    named = ", ".join(f"line {ln} ({why})" for ln, why in skipped[:_WARN_FIRST])
-                    more = f" and {len(skipped) - _WARN_FIRST} more" if len(skipped) > _WARN_FIRST else ""
-                    warnings.warn(f"{path}: skipped {len(skipped)} malformed row(s): {named}{more}")
-                log(f"{path}: {rows:,} rows, {len(skipped):,} skipped")
-                total_rows += rows
-                total_skipped += len(skipped)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_log_file(out, metadata, columns) as dst:
+        for path, _, their_columns in heads:
+            order = None
+            if their_columns != columns:
+                order = [their_columns.index(c) for c in columns]
+            rows, skipped = 0, []
+            with open(path, encoding="utf-8", errors="replace", newline="") as src:
+                src.readline()
+                src.readline()
+                for lineno, line in enumerate(src, start=3):
+                    line = line.rstrip("\r\n")
+                    if not line:
+                        continue
+                    fields = line.split(",")
+                    if order is not None and len(fields) == n:
+                        fields = [fields[i] for i in order]
+                    problem = _row_problem(fields, columns, numerical_idx, choice_idx, fb_idx)
+                    if problem:
+                        skipped.append((lineno, problem))
+                        continue
+                    dst.write(line + "\n" if order is None else ",".join(fields) + "\n")
+                    rows += 1
+            if skipped:
+                named = ", ".join(f"line {ln} ({why})" for ln, why in skipped[:_WARN_FIRST])
+                more = f" and {len(skipped) - _WARN_FIRST} more" if len(skipped) > _WARN_FIRST else ""
+                warnings.warn(f"{path}: skipped {len(skipped)} malformed row(s): {named}{more}")
+            log(f"{path}: {rows:,} rows, {len(skipped):,} skipped")
+            total_rows += rows
+            total_skipped += len(skipped)
     log(f"wrote {out}: {total_rows:,} rows from {len(inputs)} file(s), {total_skipped:,} skipped")
     return total_rows, total_skipped
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from torchgen_ah.ah_log import feature_columns, input_keys, read_log
+from torchgen_ah.merge_data import metadata_differences
 
 TABLE_FILE = "timing_table.csv"
 INPUTS_FILE = "timing_inputs.json"
@@ -124,9 +125,7 @@ def _read_rows(paths) -> tuple[pd.DataFrame, dict]:
         log = read_log(path)
         if metadata is None:
             metadata, first_path = log.metadata, path
-        elif feature_columns(log.metadata) != feature_columns(metadata) or log.metadata.get(
-            "name"
-        ) != metadata.get("name"):
+        elif metadata_differences(metadata, log.metadata, ("name", "numerical_features", "categorical_features")):
             raise ValueError(
                 f"{path}:1: log metadata differs from {first_path} "
                 "(one timing table needs one operation and one feature set)"

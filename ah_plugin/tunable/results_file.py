@@ -18,7 +18,7 @@ import csv
 import io
 import math
 import os
-import tempfile
+import secrets
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -246,11 +246,29 @@ def file_lock(path: str):
         os.close(fd)
 
 
-def atomic_write(path: str, text: str) -> None:
+def _create_temp_beside(path: str) -> tuple[int, str]:
+    """A new file next to ``path`` for a rename into place. Created with mode 0o666 so the kernel applies
+    the umask, as for any new file (mkstemp's 0o600 would make the cache private to its writer)."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    prefix = os.path.basename(path) + "."
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{prefix}{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path}: no free temporary name beside it")
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` in one rename; a replaced file keeps its permission bits."""
+    fd, tmp = _create_temp_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            try:
+                os.fchmod(handle.fileno(), os.stat(path).st_mode & 0o7777)
+            except FileNotFoundError:
+                pass
             handle.write(text)
         os.replace(tmp, path)
     except BaseException:

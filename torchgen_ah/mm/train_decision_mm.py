@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from torchgen_ah import codegen
 from torchgen_ah.ah_log import feature_columns, input_keys, read_log
 from torchgen_ah.heldout import HOLDOUTS
+from torchgen_ah.merge_data import metadata_differences
 from torchgen_ah.train_decision import (
     FeatureSpec,
     TimingTable,
@@ -57,7 +58,7 @@ def mm_feature_spec(metadata: dict) -> FeatureSpec:
 
 def _check_same_device(main_md: dict, other_md: dict, path: str) -> None:
     keys = ("name", "device_capa", "shared_memory", "numerical_features", "categorical_features")
-    diff = [k for k in keys if main_md.get(k) != other_md.get(k)]
+    diff = metadata_differences(main_md, other_md, keys)
     if diff:
         raise SystemExit(f"{path}: metadata differs from the main dataset in {', '.join(diff)}")
 

@@ -1,0 +1,26 @@
+"""One named section of a markdown results file (``benchmarks/RESULTS.md``), rewritten in place.
+
+Each benchmark or evaluation owns the text between ``<!-- BEGIN name -->`` and ``<!-- END name -->``, so
+several of them can update one file without touching each other's figures. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def update_results_section(path: str, section: str, body: str, title: str = "") -> None:
+    """Replace (or append) the text between ``<!-- BEGIN section -->`` and ``<!-- END section -->``.
+
+    ``title``: the first line of the file when it does not exist yet.
+    """
+    begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
+    text = open(path, encoding="utf-8").read() if os.path.exists(path) else title
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = (text.rstrip() + "\n\n" if text.strip() else "") + block + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
