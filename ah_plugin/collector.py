@@ -63,7 +63,8 @@ class CollectorPolicy:
         """Formatted rows, one per timed choice, in the request's candidate order."""
         meta = features.log_metadata(request.metadata)
         order = [cid for cid in request.candidates if cid in timings]
-        order += [cid for cid in timings if cid not in set(order)]
+        listed = set(order)
+        order += [cid for cid in timings if cid not in listed]
         return [log_format.format_row(meta, request.features, cid, timings[cid]) for cid in order]
 
     def on_timings(self, request: AutotuneRequest, timings: dict[str, float], untimed: list[str]) -> None:

@@ -102,8 +102,19 @@ def warn_once(key, message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
+def _current_settings():
+    """``settings.current()``, or None (warned once) when a variable holds a bad value: code that
+    Inductor calls outside our guarded hooks (the built-in's switches, ``uuid``) must never raise."""
+    try:
+        return settings.current()
+    except Exception as exc:
+        warn_once(("settings", str(exc)), f"ah_plugin: {exc}; the plugin leaves Inductor's choices alone")
+        return None
+
+
 def verbose(message: str) -> None:
-    if settings.current().verbose:
+    current = _current_settings()
+    if current is not None and current.verbose:
         print(f"[ah_plugin] {message}", file=sys.stderr)
 
 
@@ -203,7 +214,8 @@ def _take_over_builtin(inductor_config) -> None:
         _State.saved_functions[name] = original
 
         def wrapper(op_name, _original=original):
-            if _State.installed and op_name in settings.current().handled_ops:
+            current = _current_settings() if _State.installed else None
+            if current is not None and op_name in current.handled_ops:
                 return False
             return _original(op_name)
 
@@ -300,10 +312,11 @@ class _PluginChoicesMixin:
                 parent = base_uuid()
             except NotImplementedError:
                 parent = None
-        current = settings.current()
+        current = _current_settings()
+        described = settings.describe(current) if current is not None else "settings=invalid"
         policies = ",".join(_policy_key(p) for p in registered_policies())
-        nonce = _State.nonce if current.collect else ""
-        return f"ah_plugin:{settings.describe(current)};policies={policies};{nonce};parent={parent}"
+        nonce = _State.nonce if current is not None and current.collect else ""
+        return f"ah_plugin:{described};policies={policies};{nonce};parent={parent}"
 
     def _finalize_template_configs(
         self, template_choices, kernel_inputs, templates, op_name, kwarg_overrides=None

@@ -312,10 +312,17 @@ _default_policy: RankingPolicy | None = None
 
 
 def default_policy(ops=None) -> RankingPolicy:
-    """The process-wide USE policy (created on first call, with the settings of that moment)."""
+    """The process-wide USE policy, rebuilt when the ops, the options (top k, ...) or the artifact
+    directory in the settings changed (``install``/``enabled`` with other arguments must take effect)."""
     global _default_policy
-    if _default_policy is None or (ops is not None and _default_policy.ops != frozenset(ops)):
-        _default_policy = RankingPolicy(ops)
+    from ah_plugin import settings
+
+    options = UseOptions.from_environment()
+    artifact_dir = settings.current().artifact_dir
+    old = _default_policy
+    wanted_ops = (None if old is None else old.ops) if ops is None else frozenset(ops)
+    if old is None or old.ops != wanted_ops or old.options != options or old._artifact_dir != artifact_dir:
+        _default_policy = RankingPolicy(wanted_ops, options=options, artifact_dir=artifact_dir)
     return _default_policy
 
 

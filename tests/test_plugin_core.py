@@ -277,3 +277,19 @@ def test_search_space_sample_is_deterministic_per_input():
     b = search_space.sample(ids, 10, {"m": 256, "k": 64, "n": 32})
     assert len(a) == len(set(a)) == 10 and a != b
     assert search_space.sample(ids[:3], 10, {"m": 1}) == ids[:3]
+
+
+def test_bad_variable_after_switch_on_never_raises_inside_inductor(clean_plugin, monkeypatch):
+    """Inductor calls the built-in's switches and the choices class's uuid() outside our guarded hooks:
+    a variable set to a bad value after the switch-on (or before ``tunable.enable()``) must not raise."""
+    import torch._inductor.config as ic
+
+    clean_plugin.install(use="mm")
+    monkeypatch.setenv(settings.ENV_TOP_K, "abc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ic.use_autoheuristic("mm") in (True, False)
+        assert not ic.collect_autoheuristic("mm")
+        assert "settings=invalid" in ic.inductor_choices_class().uuid()
+        if hasattr(ic, "save_config_portable"):
+            ic.save_config_portable()  # what the FX-graph cache key calls

@@ -261,3 +261,33 @@ def test_eight_processes_write_one_file_name(tmp_path, ordinals):
         seen |= {int(params.split("_")[1]) for _, params in result.entries}
     assert seen == {1000 * i + j for i in range(8) for j in range(40)}
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_unwritable_or_unreadable_paths_warn_and_keep_the_cache_working(tmp_path, monkeypatch):
+    """A results/untuned/verbose path that cannot be used (a directory, a parent that is a file: the
+    same OSError a read-only directory gives, also when running as root) warns; select still answers."""
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("x")
+    tunable.enable(True)
+    policy = tunable.policy()
+    # results path is a directory: warned, the cache starts empty (a miss), nothing raises
+    (tmp_path / "results0.csv").mkdir()
+    with pytest.warns(F.TunableFileWarning, match="cannot read the results file"):
+        assert policy.select(mm_request(m=8)) is None
+    # tuning off + record untuned into an impossible path: the miss is still answered with aten
+    store().clear()
+    monkeypatch.setenv(S.FILENAME, str(tmp_path / "ok%d.csv"))
+    monkeypatch.setenv(S.TUNING, "0")
+    monkeypatch.setenv(S.RECORD_UNTUNED, "1")
+    monkeypatch.setenv(S.UNTUNED_FILENAME, str(blocker / "untuned%d.csv"))
+    with pytest.warns(F.TunableFileWarning, match="cannot record untuned shapes"):
+        assert policy.select(mm_request(m=9)) == ["extern_mm"]
+    # a verbose log that cannot be opened falls back to stderr; hits still hit
+    with open(tmp_path / "ok0.csv", "w") as handle:
+        handle.write(validator_lines() + f"mm,NT_64_48_32_ld_32_32_float16,{TRITON_A},0.2\n")
+    store().clear()
+    monkeypatch.setenv(S.VERBOSE, "2")
+    monkeypatch.setenv(S.VERBOSE_FILENAME, str(blocker / "verbose.log"))
+    with pytest.warns(F.TunableFileWarning, match="cannot open the verbose log"):
+        assert policy.select(mm_request(m=64)) == [TRITON_A]
+    assert policy.select(mm_request(m=64)) == [TRITON_A]

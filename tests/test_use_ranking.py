@@ -338,3 +338,32 @@ def test_packaged_artifacts_load_cleanly_and_h100_is_chosen_on_h200():
         pytest.skip("MMRankingH100 not generated into artifacts/ yet")
     chosen = artifact_loader.select("mm", H100_META, package)  # H200: same capability and shared memory
     assert chosen.name == "MMRankingH100"
+
+
+def test_install_again_with_other_arguments_takes_effect(tmp_path):
+    """The process-wide USE policy follows install()/enabled() arguments (top_k, artifact_dir): the
+    FX-graph key already changes with them, so the pruning must change too."""
+    import ah_plugin
+    from ah_plugin import inductor_hooks, ranking
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    write_artifact(first, "_MMRankingFirst.py", name="MMRankingFirst")
+    write_artifact(second, "_MMRankingSecond.py", name="MMRankingSecond", small=[(T[2], 0.9), (T[0], 0.1)])
+
+    def used():
+        [found] = [p for p in inductor_hooks.registered_policies() if isinstance(p, ranking.RankingPolicy)]
+        return found
+
+    try:
+        ah_plugin.install(use="mm", top_k=3, artifact_dir=str(first))
+        assert used().select(request(m=32)) == [T[0], T[1], T[2], "extern_mm"]
+        ah_plugin.uninstall()
+        ah_plugin.install(use="mm", top_k=1, artifact_dir=str(second))
+        assert used().select(request(m=32)) == [T[2], "extern_mm"]
+        with ah_plugin.enabled(use="mm", top_k=2, artifact_dir=str(first)):
+            assert used().select(request(m=32)) == [T[0], T[1], "extern_mm"]
+        assert used().select(request(m=32)) == [T[2], "extern_mm"]
+    finally:
+        ah_plugin.uninstall()

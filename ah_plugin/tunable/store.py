@@ -49,7 +49,11 @@ class Verbose:
             stream = sys.stdout
         else:
             if self._name != name:
-                self._handle = open(S.with_ordinal(name), "a", encoding="utf-8")
+                try:
+                    self._handle = open(S.with_ordinal(name), "a", encoding="utf-8")
+                except OSError as error:  # a read-only log directory must not disable the cache
+                    F.warn(f"{S.with_ordinal(name)}: cannot open the verbose log ({error}); writing to stderr")
+                    self._handle = sys.stderr
                 self._name = name
             stream = self._handle
         stream.write(f"[ah_tunable] {message}\n")
@@ -89,7 +93,11 @@ class ResultsStore:
             if self.loaded_from is None:
                 self.loaded_from = path
                 _register_atexit()
-            result = F.read_results(path, F.current_validators())
+            try:
+                result = F.read_results(path, F.current_validators())
+            except OSError as error:  # unreadable (permissions, a directory): warn, start empty
+                self.warn_once(("read", path), f"{path}: cannot read the results file ({error}); not used")
+                return False
             if result.missing or result.rejected:
                 verbose(1, f"results file {path}: {'missing' if result.missing else 'rejected'}")
                 return False
@@ -135,7 +143,11 @@ class ResultsStore:
             return
         self.untuned_seen.add(key)
         path = S.with_ordinal(S.raw_untuned_filename())
-        F.append_untuned(path, [key])
+        try:
+            F.append_untuned(path, [key])
+        except OSError as error:  # a read-only directory: warn, still answer the miss
+            self.warn_once(("untuned", path), f"{path}: cannot record untuned shapes ({error})")
+            return
         self.stats.untuned_recorded += 1
         verbose(2, f"untuned {op},{params} -> {path}")
 
