@@ -71,7 +71,10 @@ def install(
     collect=None,
     use=None,
     log_path: str | None = None,
-    top_k: int | None = None,
+    top_k: int | str | None = None,
+    top_k_mass: float | None = None,
+    min_choices: int | None = None,
+    keep_aten: bool | None = None,
     artifact_dir: str | None = None,
     verbose: bool | None = None,
     search_space: str | None = None,
@@ -80,6 +83,7 @@ def install(
     """Switch the plugin on for this process.
 
     collect / use: op names ("mm", "addmm", "bmm", "packed_linear") or a comma-separated string.
+    top_k: an integer, or "adaptive" (see docs/use.md; ``top_k_mass`` also switches adaptive k on).
     The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
     wins over the argument. Calling ``install`` again replaces the previous arguments.
     """
@@ -90,6 +94,9 @@ def install(
         use=use,
         log_path=log_path,
         top_k=top_k,
+        top_k_mass=top_k_mass,
+        min_choices=min_choices,
+        keep_aten=keep_aten,
         artifact_dir=artifact_dir,
         verbose=verbose,
         search_space=search_space,

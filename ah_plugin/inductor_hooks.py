@@ -9,7 +9,10 @@ What it installs (``install_hooks``), and why each piece:
   it), and its ``uuid()`` carries the plugin's settings, so switching modes changes the FX graph key;
 * a choice preprocessing function (post-codegen, ``ChoiceCaller`` list): the path every autotuning
   takes, including the CPU's ``packed_linear``. It does not prune what the pre-codegen hook already
-  pruned;
+  pruned, but it runs the numerical check when a policy asks for it (optional policy methods
+  ``numerical_check(request) -> (atol, rtol) | None`` and ``on_numerical_check(request, rejected,
+  timings)``): every candidate is run once on Inductor's benchmark inputs and those whose output
+  differs from the aten candidate's are dropped;
 * a feedback saver: every candidate's time after benchmarking, for ``on_timings``;
 * the built-in AutoHeuristic is switched off for the ops the plugin handles (it would prune or log
   the same autotunings otherwise).
@@ -546,11 +549,11 @@ def _pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrid
     return _pruned(ktcs, ids, build_request(op_name, nodes, ids, "pre_codegen"), current)
 
 
-def _caller_frame_args():
-    """(name, input_nodes) of the autotuning that called our preprocessing fn.
+def _caller_frame_locals() -> dict | None:
+    """Locals of the ``AlgorithmSelectorCache.__call__`` that called our preprocessing fn.
 
-    Inductor passes preprocessing functions only the choices; the op name and inputs are arguments of
-    ``AlgorithmSelectorCache.__call__``, two frames up.
+    Inductor passes preprocessing functions only the choices; the op name, inputs, layout and input
+    generators are arguments of ``__call__``, two frames up.
     """
     frame = sys._getframe(2)
     for _ in range(4):
@@ -558,30 +561,41 @@ def _caller_frame_args():
             break
         local = frame.f_locals
         if "name" in local and "input_nodes" in local and "choices" in local:
-            return local["name"], local["input_nodes"]
+            return local
         frame = frame.f_back
-    return None, None
+    return None
 
 
 def _preprocess_choices(choices):
-    """Post-codegen hook (every autotuning, including the CPU's): ask the policies, prune."""
+    """Post-codegen hook (every autotuning, including the CPU's): ask the policies, prune, and run
+    the numerical check when a policy asks for it."""
     if not _State.installed or not choices:
         return choices
     try:
         current = settings.current()
-        name, nodes = _caller_frame_args()
+        local = _caller_frame_locals()
+        if local is None:
+            return choices
+        name, nodes = local["name"], local["input_nodes"]
         if name is None or not nodes:
             return choices
-        if not _policies_for(name):
+        policies = _policies_for(name)
+        if not policies:
             return choices
-        annotated = [(getattr(c, "annotations", None) or {}).get("ah_plugin_id") for c in choices]
-        if any(annotated):
-            return choices  # the pre-codegen hook already asked the policies for this autotuning
         ids = caller_ids(choices)
-        return _pruned(choices, ids, build_request(name, nodes, ids, "post_codegen"), current)
+        request = build_request(name, nodes, ids, "post_codegen")
+        annotated = [(getattr(c, "annotations", None) or {}).get("ah_plugin_id") for c in choices]
+        if not any(annotated):  # else the pre-codegen hook already asked the policies
+            keep = _select(request, current)
+            if keep is not None:
+                keep_set = set(keep)
+                pairs = [(c, cid) for c, cid in zip(choices, ids) if cid in keep_set]
+                choices, ids = [c for c, _ in pairs], [cid for _, cid in pairs]
+                request = build_request(name, nodes, ids, "post_codegen")
     except Exception as exc:
         warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
         return choices
+    return _numerically_checked(choices, ids, request, local, policies)
 
 
 def _save_feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precompile_times=None):
@@ -615,6 +629,112 @@ def _save_feedback(timings, name, input_nodes, choices, profiled_time_fn=None, p
         except Exception as exc:
             warn_once(("timings", _policy_name(policy)),
                       f"ah_plugin: policy {_policy_name(policy)}.on_timings raised {exc!r}; ignoring it")
+
+
+# --- numerical check (post-codegen) -------------------------------------------------------------
+
+
+def _check_tolerances(request: AutotuneRequest, policies) -> tuple[list, float, float] | None:
+    """(asking policies, atol, rtol) from the policies' optional ``numerical_check(request)``; the
+    strictest tolerances win. None when no policy asks (the usual case: nothing else is done)."""
+    asking, atols, rtols = [], [], []
+    for policy in policies:
+        ask = getattr(policy, "numerical_check", None)
+        if ask is None:
+            continue
+        try:
+            answer = ask(request)
+        except Exception as exc:
+            warn_once(("check_ask", _policy_name(policy)),
+                      f"ah_plugin: policy {_policy_name(policy)}.numerical_check raised {exc!r}; ignoring it")
+            continue
+        if answer is None:
+            continue
+        asking.append(policy)
+        atols.append(float(answer[0]))
+        rtols.append(float(answer[1]))
+    if not asking:
+        return None
+    return asking, min(atols), min(rtols)
+
+
+def _is_extern_caller(caller) -> bool:
+    from torch._inductor import select_algorithm
+
+    is_extern = getattr(select_algorithm.AlgorithmSelectorCache, "_is_extern", None)
+    if is_extern is not None:
+        return bool(is_extern(caller))
+    return isinstance(caller, select_algorithm.ExternKernelCaller)
+
+
+def _run_choices(choices, local) -> list[tuple[object, float]]:
+    """Run every choice once on the inputs Inductor would benchmark with (same random tensors for
+    all): [(a copy of its output, its time in ms)]. Raises when this torch lacks the pieces."""
+    from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+    get_inputs = getattr(AlgorithmSelectorCache, "get_inputs", None)
+    if get_inputs is None or "layout" not in local:
+        raise RuntimeError("this torch has no AlgorithmSelectorCache.get_inputs")
+    args = get_inputs(choices, local["input_nodes"], local["layout"], local.get("input_gen_fns"))
+    results = []
+    for choice in choices:
+        tensors = args.get_benchmark_tensors(_is_extern_caller(choice))
+        inputs, out = tensors.input_tensors, tensors.output_tensor
+        out.zero_()
+        # benchmark() is the one call every ChoiceCaller (and its pre/post-processing wrapper) runs
+        # correctly with; its time is kept for the policies.
+        ms = choice.benchmark(*inputs, out=out)
+        results.append((out.detach().clone(), float(ms)))
+    return results
+
+
+def _numerically_checked(choices, ids, request: AutotuneRequest, local, policies):
+    """Drop the candidates whose output differs from the aten candidate's beyond the tolerances a
+    policy asked for (NaN is a difference); the aten candidate is the reference and always kept.
+    The dropped ids and every candidate's time go to ``on_numerical_check`` of the asking policies.
+    Anything that fails: warned once, every candidate kept."""
+    if len(choices) < 2:
+        return choices
+    try:
+        asked = _check_tolerances(request, policies)
+        if asked is None:
+            return choices
+        asking, atol, rtol = asked
+        reference = next((i for i, c in enumerate(choices) if _is_extern_caller(c)), None)
+        if reference is None:
+            warn_once(("check_ref", request.op_name),
+                      f"ah_plugin: numerical check for {request.op_name} skipped: no aten candidate to compare with")
+            return choices
+        import torch
+
+        runs = _run_choices(choices, local)
+        expected = runs[reference][0]
+        rejected = []
+        for index, ((output, _), cid) in enumerate(zip(runs, ids)):
+            if index == reference:
+                continue
+            same = output.shape == expected.shape and bool(
+                torch.allclose(output, expected, atol=atol, rtol=rtol, equal_nan=False)
+            )
+            if not same:
+                rejected.append(cid)
+        timings = {cid: ms for (_, ms), cid in zip(runs, ids)}
+    except Exception as exc:
+        warn_once(("check", type(exc)),
+                  f"ah_plugin: numerical check failed ({exc!r}); keeping every candidate unchecked")
+        return choices
+    verbose(f"{request.op_name}: numerical check (atol={atol:g}, rtol={rtol:g}) drops {rejected or 'nothing'}")
+    for policy in asking:
+        report = getattr(policy, "on_numerical_check", None)
+        if report is None:
+            continue
+        try:
+            report(request, rejected, timings)
+        except Exception as exc:
+            warn_once(("check_report", _policy_name(policy)),
+                      f"ah_plugin: policy {_policy_name(policy)}.on_numerical_check raised {exc!r}; ignoring it")
+    dropped = set(rejected)
+    return [c for c, cid in zip(choices, ids) if cid not in dropped]
 
 
 # --- search space (GPU Triton mm) -------------------------------------------------------------------

@@ -167,6 +167,7 @@ def _normalise_api(values: dict) -> dict:
             value = _ops(value)
         elif key == "top_k_mass":
             value = _mass(key, str(value))
+            out["adaptive"] = True  # as the variable: a threshold means adaptive k
         elif key == "search_space" and value not in SEARCH_SPACES:
             raise ValueError(f"search_space={value!r}: expected one of {SEARCH_SPACES}")
         elif key in ("top_k", "min_choices") and int(value) < 1:

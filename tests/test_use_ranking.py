@@ -367,3 +367,28 @@ def test_install_again_with_other_arguments_takes_effect(tmp_path):
         assert used().select(request(m=32)) == [T[2], "extern_mm"]
     finally:
         ah_plugin.uninstall()
+
+
+def test_adaptive_k_and_its_knobs_from_the_python_api(tmp_path):
+    """install()'s twins of AH_PLUGIN_TOP_K=adaptive / _TOP_K_MASS / _MIN_CHOICES / _KEEP_ATEN reach the
+    USE policy, with the variables' meaning (a threshold alone means adaptive k)."""
+    import ah_plugin
+    from ah_plugin import inductor_hooks, ranking
+
+    write_artifact(tmp_path, "_MMRankingTest.py")
+
+    def options():
+        [found] = [p for p in inductor_hooks.registered_policies() if isinstance(p, ranking.RankingPolicy)]
+        return found.options
+
+    try:
+        ah_plugin.install(use="mm", top_k="adaptive", min_choices=3, artifact_dir=str(tmp_path))
+        assert (options().adaptive, options().min_choices, options().mass) == (True, 3, 0.9)
+        ah_plugin.install(use="mm", top_k_mass=0.5, keep_aten=False, artifact_dir=str(tmp_path))
+        assert (options().adaptive, options().mass, options().keep_aten) == (True, 0.5, False)
+        ah_plugin.install(use="mm", top_k=4, artifact_dir=str(tmp_path))
+        assert (options().adaptive, options().top_k) == (False, 4)
+        with pytest.raises(ValueError, match="top_k_mass"):
+            ah_plugin.install(use="mm", top_k_mass=1.5)
+    finally:
+        ah_plugin.uninstall()

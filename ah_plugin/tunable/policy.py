@@ -4,7 +4,9 @@
   keep exactly that one, so Inductor benchmarks nothing. `Default` means the aten candidate.
 - a recorded solution that is not among the candidates: a miss, warned once per entry.
 - miss with tuning on: no opinion (Inductor autotunes, pruned by the heuristic when USE is on), and
-  `on_timings` records the fastest candidate that passed the numerical check.
+  `on_timings` records the fastest candidate that passed the numerical check (with the check on,
+  `numerical_check` asks the hook to run the candidates first, and `on_numerical_check` excludes
+  those that differ from aten).
 - miss with tuning off: the aten candidate (or the heuristic's top-1 when asked), and the shape goes
   to the untuned file when record-untuned is on.
 """
@@ -115,6 +117,42 @@ class TunableCachePolicy:
             f"among today's {len(request.candidates)} candidates; treated as a miss",
         )
         return None
+
+    def numerical_check(self, request: AutotuneRequest) -> tuple[float, float] | None:
+        """(atol, rtol) when this autotuning is a miss to be tuned with the numerical check on: the hook
+        then runs every candidate once and drops those that differ from aten. None otherwise."""
+        if not S.is_enabled() or not S.tuning_is_enabled():
+            return None
+        check, atol, rtol = S.numerical_check()
+        if not check:
+            return None
+        key = request_key(request)
+        if key is None:
+            return None
+        db = store()
+        db.ensure_loaded()
+        entry, _ = db.lookup(request.op_name, key)
+        if entry is not None and (entry.solution == F.DEFAULT_SOLUTION or entry.solution in request.candidates):
+            return None  # a hit: the recorded choice is compiled, nothing is compared
+        return atol, rtol
+
+    def on_numerical_check(self, request: AutotuneRequest, rejected: list[str], timings: dict[str, float]) -> None:
+        """The hook dropped `rejected`: they are excluded for this key, so they are never recorded. When
+        only one candidate is left Inductor benchmarks nothing, so it is recorded here with its time."""
+        key = request_key(request)
+        if key is None:
+            return
+        db = store()
+        params = key.encode()
+        if rejected:
+            db.excluded.setdefault((request.op_name, params), set()).update(rejected)
+            db.stats.rejected_candidates += len(rejected)
+            verbose(2, f"numerical check {request.op_name},{params}: rejected {sorted(rejected)}")
+        survivors = [cid for cid in request.candidates if cid not in set(rejected)]
+        if rejected and len(survivors) == 1 and survivors[0] in timings:
+            winner = survivors[0]
+            db.record(request.op_name, params, winner, timings[winner])
+            verbose(2, f"tuned {request.op_name},{params} -> {winner} (the only candidate within tolerance)")
 
     def on_timings(self, request: AutotuneRequest, timings: dict[str, float], untimed: list[str]) -> None:
         if not S.is_enabled() or not S.tuning_is_enabled():
