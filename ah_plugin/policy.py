@@ -52,3 +52,12 @@ class ChoicePolicy(Protocol):
         """Called after benchmarking with every timed candidate (ms; inf for failed runs removed and
         listed in `untimed`)."""
         ...
+
+    # Optional (the hook calls them only when a policy defines them):
+    #
+    # def numerical_check(self, request) -> tuple[float, float] | None:
+    #     """(atol, rtol) to check every candidate's output against aten's before benchmarking
+    #     (post-codegen; the results cache asks for it on a miss with tuning on); None: no check."""
+    #
+    # def on_numerical_check(self, request, rejected: list[str], timings: dict[str, float]) -> None:
+    #     """The ids whose output differed beyond tolerance (dropped before benchmarking)."""
