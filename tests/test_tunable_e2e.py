@@ -17,33 +17,12 @@ import textwrap
 import pytest
 
 from ah_plugin.tunable import results_file as F
+from linear_child import PRELUDE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SCRIPT = textwrap.dedent(
+SCRIPT = PRELUDE + textwrap.dedent(
     """
-    import json, sys, torch
-    import torch._inductor.config as inductor_config
-    from torch._inductor import select_algorithm
-    from torch._inductor.utils import run_and_get_code
-    from ah_plugin import inductor_hooks
-    import ah_plugin.tunable as tunable
-
-    inductor_config.freezing = True
-    benchmarked = []   # (op, ids of the choices Inductor timed)
-    def saver(timings, name, input_nodes, choices, *args, **kwargs):
-        benchmarked.append((name, inductor_hooks.caller_ids(list(timings))))
-    select_algorithm.add_feedback_saver(saver)
-
-    class Linear(torch.nn.Module):
-        def __init__(self, k, n):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.randn(k, n))
-        def forward(self, x):
-            return x @ self.w
-
-    torch.manual_seed(0)
-    out = {"runs": []}
     for m, k, n in json.loads(sys.argv[1]):
         module = Linear(k, n).eval()
         x = torch.randn(m, k)
