@@ -125,17 +125,27 @@ def _policy_name(policy) -> str:
     return type(policy).__qualname__
 
 
+_FAILED = object()  # a policy method raised (already warned)
+
+
+def _call_policy(policy, method: str, *args):
+    """``policy.<method>(*args)``; ``_FAILED`` when it raises (warned once per policy and method), so
+    no policy can break an autotuning. Inductor goes on as if that policy had no opinion."""
+    try:
+        return getattr(policy, method)(*args)
+    except Exception as exc:
+        warn_once((method, _policy_name(policy)),
+                  f"ah_plugin: policy {_policy_name(policy)}.{method} raised {exc!r}; ignoring it")
+        return _FAILED
+
+
 def _policy_key(policy) -> str:
     """The policy's part of the FX-graph cache key: its name, plus its own ``cache_key()`` when it has
     one (the results cache: a new winner or an edited row must recompile, not reuse an old kernel)."""
-    key_fn = getattr(policy, "cache_key", None)
-    if key_fn is None:
+    if getattr(policy, "cache_key", None) is None:
         return _policy_name(policy)
-    try:
-        return f"{_policy_name(policy)}[{key_fn()}]"
-    except Exception as exc:
-        warn_once(("cache_key", _policy_name(policy)), f"ah_plugin: {_policy_name(policy)}.cache_key raised {exc!r}")
-        return f"{_policy_name(policy)}[?]"
+    key = _call_policy(policy, "cache_key")
+    return f"{_policy_name(policy)}[{'?' if key is _FAILED else key}]"
 
 
 # --- install / uninstall ----------------------------------------------------------------------------
@@ -497,16 +507,10 @@ def _select(request: AutotuneRequest, current) -> list[str] | None:
     if request.op_name in current.collect:
         return None  # collecting: every candidate must be timed
     for policy in _policies_for(request.op_name):
-        select = getattr(policy, "select", None)
-        if select is None:
+        if getattr(policy, "select", None) is None:
             continue
-        try:
-            answer = select(request)
-        except Exception as exc:
-            warn_once(("select", _policy_name(policy)),
-                      f"ah_plugin: policy {_policy_name(policy)}.select raised {exc!r}; ignoring it")
-            continue
-        if answer is None:
+        answer = _call_policy(policy, "select", request)
+        if answer is None or answer is _FAILED:
             continue
         existing = set(request.candidates)
         keep = [cid for cid in answer if cid in existing]
@@ -624,11 +628,7 @@ def _save_feedback(timings, name, input_nodes, choices, profiled_time_fn=None, p
         warn_once(("feedback", type(exc)), f"ah_plugin: feedback hook failed ({exc!r}); nothing recorded")
         return
     for policy in policies:
-        try:
-            policy.on_timings(request, timed, untimed)
-        except Exception as exc:
-            warn_once(("timings", _policy_name(policy)),
-                      f"ah_plugin: policy {_policy_name(policy)}.on_timings raised {exc!r}; ignoring it")
+        _call_policy(policy, "on_timings", request, timed, untimed)
 
 
 # --- numerical check (post-codegen) -------------------------------------------------------------
@@ -639,16 +639,10 @@ def _check_tolerances(request: AutotuneRequest, policies) -> tuple[list, float, 
     strictest tolerances win. None when no policy asks (the usual case: nothing else is done)."""
     asking, atols, rtols = [], [], []
     for policy in policies:
-        ask = getattr(policy, "numerical_check", None)
-        if ask is None:
+        if getattr(policy, "numerical_check", None) is None:
             continue
-        try:
-            answer = ask(request)
-        except Exception as exc:
-            warn_once(("check_ask", _policy_name(policy)),
-                      f"ah_plugin: policy {_policy_name(policy)}.numerical_check raised {exc!r}; ignoring it")
-            continue
-        if answer is None:
+        answer = _call_policy(policy, "numerical_check", request)
+        if answer is None or answer is _FAILED:
             continue
         asking.append(policy)
         atols.append(float(answer[0]))
@@ -725,14 +719,8 @@ def _numerically_checked(choices, ids, request: AutotuneRequest, local, policies
         return choices
     verbose(f"{request.op_name}: numerical check (atol={atol:g}, rtol={rtol:g}) drops {rejected or 'nothing'}")
     for policy in asking:
-        report = getattr(policy, "on_numerical_check", None)
-        if report is None:
-            continue
-        try:
-            report(request, rejected, timings)
-        except Exception as exc:
-            warn_once(("check_report", _policy_name(policy)),
-                      f"ah_plugin: policy {_policy_name(policy)}.on_numerical_check raised {exc!r}; ignoring it")
+        if getattr(policy, "on_numerical_check", None) is not None:
+            _call_policy(policy, "on_numerical_check", request, rejected, timings)
     dropped = set(rejected)
     return [c for c, cid in zip(choices, ids) if cid not in dropped]
 
