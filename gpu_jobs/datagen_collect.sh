@@ -19,6 +19,8 @@ BATCH_SIZE="${BATCH_SIZE:-8}"
 BATCH_MEMORY_GB="${BATCH_MEMORY_GB:-40}"
 STOP_GRACE="${STOP_GRACE:-90}"
 SEARCH_SAMPLE="${SEARCH_SAMPLE:-20}"
+MAX_EST_MS="${MAX_EST_MS:-}"   # leave out inputs estimated above this many ms per call (empty: none)
+COST_ARGS=""; [ -n "$MAX_EST_MS" ] && COST_ARGS="--max-estimated-ms $MAX_EST_MS"
 NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
 [ "$NUM_GPUS" -ge 1 ] || NUM_GPUS=1
 RESUME_FROM="${RESUME_FROM:-datasets/h200/h200_mm.txt}"
@@ -37,10 +39,11 @@ python3 -m torchgen_ah.mm.gen_data_mm -o "$LOG" \
   --num-samples "$NUM_SAMPLES" --seed "$SEED" --first-sample "$FIRST_SAMPLE" --num-reps "$NUM_REPS" \
   --num-gpus "$NUM_GPUS" --timeout-per-sample "$TIMEOUT" --max-minutes "$MINUTES" --stop-grace-seconds "$STOP_GRACE" \
   --batch-size "$BATCH_SIZE" --batch-memory-gb "$BATCH_MEMORY_GB" \
-  --search-space wide --search-space-sample "$SEARCH_SAMPLE" --cache-root "${TMPDIR:-/tmp}/ah_gen_cache" \
+  --search-space wide --search-space-sample "$SEARCH_SAMPLE" $COST_ARGS --cache-root "${TMPDIR:-/tmp}/ah_gen_cache" \
   --no-progress 2>&1 | tail -n 200 > "$OUT/collect_stderr.txt"
 
-echo "command: python3 -m torchgen_ah.mm.gen_data_mm -o h200_mm.txt --num-samples $NUM_SAMPLES --seed $SEED --first-sample $FIRST_SAMPLE --num-reps $NUM_REPS --num-gpus $NUM_GPUS --timeout-per-sample $TIMEOUT --max-minutes $MINUTES --batch-size $BATCH_SIZE --batch-memory-gb $BATCH_MEMORY_GB --search-space wide --search-space-sample $SEARCH_SAMPLE" > "$OUT/command.txt"
+echo "command: python3 -m torchgen_ah.mm.gen_data_mm -o h200_mm.txt --num-samples $NUM_SAMPLES --seed $SEED --first-sample $FIRST_SAMPLE --num-reps $NUM_REPS --num-gpus $NUM_GPUS --timeout-per-sample $TIMEOUT --max-minutes $MINUTES --batch-size $BATCH_SIZE --batch-memory-gb $BATCH_MEMORY_GB --search-space wide --search-space-sample $SEARCH_SAMPLE $COST_ARGS" > "$OUT/command.txt"
+cp "$LOG.done.json" "$OUT/${RUN_NAME:-run}.done.json" 2>/dev/null || true
 rm -rf "$LOG.workers.tar.gz"; tar czf "$LOG.workers.tar.gz" -C "$OUT" "$(basename "$LOG").workers" && rm -rf "$LOG.workers"
 tail -n 3 "$OUT/collect_stderr.txt"
 python3 - "$LOG" <<'PY'

@@ -9,8 +9,12 @@ REPO=$PWD
 W=${AH_BATCH_DIR:-/tmp/ah_batch}
 rm -rf "$W"; mkdir -p "$W"
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$W/install.txt" 2>&1 \
-  || { echo "editable install failed; using PYTHONPATH" >> "$W/install.txt"; export PYTHONPATH=$REPO; }
+if [ -n "${AH_SKIP_INSTALL:-}" ]; then  # the caller installed the package already
+  echo "install skipped (AH_SKIP_INSTALL)" > "$W/install.txt"
+else
+  python3 -m pip install -q --no-deps --no-build-isolation -e . > "$W/install.txt" 2>&1 \
+    || { echo "editable install failed; using PYTHONPATH" >> "$W/install.txt"; export PYTHONPATH=$REPO; }
+fi
 python3 - > "$W/env.txt" 2>&1 <<'PY'
 import platform, subprocess, sys, torch, triton
 print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)
@@ -30,5 +34,5 @@ done
 # Text results only (Inductor caches can be large): files under 8 MiB with these endings.
 (cd "$W" && find . -type f \( -name '*.txt' -o -name '*.md' -o -name '*.csv' -o -name '*.json' -o -name '*.jsonl' \
   -o -name '*.png' -o -name '*.log' \) -size -8M -not -path '*/triton/*' -not -path '*/ind*/*' -print0 \
-  | tar czf "$OUT/batch.tgz" --null -T -)
+  | tar czf "$OUT/${AH_BATCH_NAME:-batch}.tgz" --null -T -)
 cat "$W/summary.txt"

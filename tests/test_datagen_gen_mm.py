@@ -76,7 +76,7 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
     log = tmp_path / "cpu.txt"
     cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--device", "cpu", "--shapes", str(shapes),
            "-o", str(log), "--num-reps", "2", "--batch-size", "2", "--no-progress",
-           "--timeout-per-sample", "120"]
+           "--timeout-per-sample", "120", "--warmup-reps", "1", "--warmup-mode", "compile"]
     env = dict(os.environ, AH_DATAGEN_INJECT_FAULT="8,96,56")
     env.pop("TORCHINDUCTOR_AUTOHEURISTIC_USE", None)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
@@ -85,7 +85,7 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
     assert {i: (r["status"], r["batch"]) for i, r in records.items()} == {
         0: ("ok", 2), 1: ("ok", 2), 2: ("ok", 1), 3: ("error", 1)}, records
     assert "injected fault" in records[3]["error"]
-    assert len(records[0]["info"]["compile_seconds"]) == 2
+    assert len(records[0]["info"]["compile_seconds"]) == 3  # the warm-up and the 2 logged repetitions
     from torchgen_ah.ah_log import read_log
 
     parsed = read_log(str(log))
@@ -95,6 +95,49 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
     assert frame["choice"].nunique() >= 2, "max-autotune timed at least two choices"
     per_choice = frame.groupby(["in0_size_0", "choice"]).size()
     assert set(per_choice.to_numpy().tolist()) == {2}, "each rep re-benchmarked; failed batch left no rows"
+    assert (frame["feedback"] != 1.0).all(), "no placeholder time of the compile-only warm-up was logged"
     again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "0 inputs done" in again.stderr and "4 skipped" in again.stderr
     assert len(read_log(str(log)).frame) == len(frame)
+
+
+def test_costly_inputs_run_alone_and_a_cost_budget_excludes_them_without_journaling(tmp_path):
+    from torchgen_ah.benchmark_runner import RunSummary, Task
+    from torchgen_ah.mm.gen_data_mm import estimated_call_ms
+
+    runner = BenchmarkRunnerMM()
+    args = runner.parse_args(["-o", str(tmp_path / "log.txt"), "--seed", "0"])
+    tasks = [Task(i, runner.make_input(i, args), 2) for i in range(300)]
+    costs = {t.index: estimated_call_ms(MMInput.from_dict(t.spec)) for t in tasks}
+    assert any(c > args.batch_gpu_ms for c in costs.values()), "the distribution has costly inputs"
+    batches = runner.make_batches(tasks, args)
+    assert sorted(t.index for b in batches for t in b) == list(range(300))
+    for batch in batches:
+        if len(batch) > 1:
+            assert sum(costs[t.index] for t in batch) <= args.batch_gpu_ms
+    assert max(len(b) for b in batches) >= 2
+
+    args = runner.parse_args(["-o", str(tmp_path / "log.txt"), "--seed", "0", "--max-estimated-ms", "100"])
+    summary = RunSummary()
+    planned = runner.plan(args, str(tmp_path / "log.txt"), list(range(300)), summary)
+    over = [i for i, c in costs.items() if c > 100]
+    assert over and summary.excluded == len(over)
+    assert sorted(t.index for t in planned) == sorted(set(range(300)) - set(over))
+    assert not os.path.exists(tmp_path / "log.txt.progress.jsonl")
+
+
+def test_compile_only_warmup_runs_each_candidate_once_and_restores_inductors_benchmarker():
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    from torchgen_ah.mm.gen_data_mm import launch_only_benchmarks
+
+    calls = []
+    original = benchmarker.benchmark_gpu, benchmarker.benchmark_cpu
+    with launch_only_benchmarks():
+        assert benchmarker.benchmark_gpu(lambda: calls.append(1)) == 1.0
+        assert benchmarker.benchmark_gpu(lambda: calls.append(1), return_mode="all") == [1.0]
+        assert benchmarker.benchmark_cpu(lambda: calls.append(1)) == 1.0
+    assert calls == [1, 1, 1]
+    assert "benchmark_gpu" not in vars(benchmarker) and "benchmark_cpu" not in vars(benchmarker)
+    assert benchmarker.benchmark_gpu.__func__ is original[0].__func__
+    assert benchmarker.benchmark_cpu.__func__ is original[1].__func__

@@ -72,6 +72,7 @@ class RunSummary:
     failed: dict = field(default_factory=lambda: collections.Counter())
     not_started: int = 0
     interrupted: int = 0
+    excluded: int = 0
     seconds: float = 0.0
     log_path: str = ""
 
@@ -83,6 +84,7 @@ class RunSummary:
             "failed": dict(self.failed),
             "not_started": self.not_started,
             "interrupted": self.interrupted,
+            "excluded": self.excluded,
             "seconds": round(self.seconds, 3),
             "log_path": self.log_path,
         }
@@ -207,6 +209,11 @@ class BenchmarkRunner:
         """A batch's inputs together stay within this weight (an input heavier than it runs alone)."""
         return float("inf")
 
+    def exclude_reason(self, spec: dict, args) -> str | None:
+        """Why an input is left out of this run (e.g. over a cost budget), or None to measure it. Excluded
+        inputs are counted, not journaled: a later run with other options still measures them."""
+        return None
+
     def classify_error(self, exc: BaseException) -> str:
         """One of "oom", "compile_error", "error" for an exception raised by run_sample."""
         text = f"{type(exc).__name__}: {exc}".lower()
@@ -292,6 +299,9 @@ class BenchmarkRunner:
                 summary.skipped += 1
                 continue
             spec = self.make_input(index, args)
+            if self.exclude_reason(spec, args) is not None:
+                summary.excluded += 1
+                continue
             key = self.input_key(spec, args, columns)
             remaining = args.num_reps - reps_done.get(key, 0) if key is not None else args.num_reps
             if remaining <= 0:
@@ -357,7 +367,8 @@ class BenchmarkRunner:
         print(
             f"{self.name}: {summary.ok} inputs done, {failed} failed {dict(summary.failed)}, "
             f"{summary.skipped} skipped (already done), {summary.not_started} not started, "
-            f"{summary.interrupted} interrupted, {summary.seconds / 60:.2f} min -> {summary.log_path}",
+            f"{summary.interrupted} interrupted, {summary.excluded} excluded, "
+            f"{summary.seconds / 60:.2f} min -> {summary.log_path}",
             file=sys.stderr,
         )
         return 0

@@ -30,6 +30,7 @@ first repetition, as a compile error would, to exercise batch fault isolation wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -54,6 +55,11 @@ ENV_SEARCH_SAMPLE = "AH_PLUGIN_SEARCH_SAMPLE"
 ENV_INJECT_FAULT = "AH_DATAGEN_INJECT_FAULT"
 
 _DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+# Nominal H100/H200-class dense rates (FLOP/s) and memory bandwidth (B/s) for a rough cost of one call of an
+# input: only used to keep expensive inputs out of shared batches and, optionally, out of a budgeted run.
+_NOMINAL_FLOPS = {"bfloat16": 8e14, "float16": 8e14, "float32_tf32": 4e14, "float32": 6e13}
+_NOMINAL_BYTES_PER_S = 4e12
 
 
 def mm_tensor_descriptions(inp: MMInput) -> list[dict]:
@@ -97,6 +103,18 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         parser.add_argument("--batch-memory-gb", type=float, default=40.0,
                             help="a batch's operands and outputs together stay within this (an input "
                                  "larger than it runs alone)")
+        parser.add_argument("--batch-gpu-ms", type=float, default=20.0,
+                            help="a batch's inputs together stay within this estimated GPU time of one call "
+                                 "each (nominal peak rates); a costlier input runs alone, so one huge input "
+                                 "does not hold a whole batch past the time budget")
+        parser.add_argument("--max-estimated-ms", type=float, default=None,
+                            help="leave out inputs whose one call is estimated above this (nominal peak rates); "
+                                 "they are counted as excluded, not journaled, so a later run without the "
+                                 "flag still measures them. Off by default: the upstream distribution whole")
+        parser.add_argument("--warmup-mode", choices=("compile", "benchmark"), default="compile",
+                            help="'compile': warm-up compiles run each candidate once instead of timing it "
+                                 "(its kernels are built and loaded, nothing is benchmarked); 'benchmark': "
+                                 "a full autotuning, as the logged repetitions")
         parser.add_argument("--warmup-reps", type=int, default=None,
                             help="compiles per batch whose timings are not logged (default: 1 on CUDA, 0 on "
                                  "CPU). In a batch, one mm is benchmarked while the candidates of the others "
@@ -144,10 +162,22 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         return (inp.dtype, bool(inp.allow_tf32) if inp.dtype == "float32" else None)
 
     def batch_weight(self, spec: dict, args) -> float:
-        return float(input_bytes(MMInput.from_dict(spec)))
+        """The larger of the input's share of ``--batch-memory-gb`` and of ``--batch-gpu-ms``."""
+        inp = MMInput.from_dict(spec)
+        memory = input_bytes(inp) / (args.batch_memory_gb * 2**30)
+        cost = estimated_call_ms(inp) / args.batch_gpu_ms if args.batch_gpu_ms > 0 else 0.0
+        return max(memory, cost)
 
     def batch_weight_limit(self, args) -> float:
-        return args.batch_memory_gb * 2**30
+        return 1.0
+
+    def exclude_reason(self, spec: dict, args) -> str | None:
+        if args.max_estimated_ms is None:
+            return None
+        estimate = estimated_call_ms(MMInput.from_dict(spec))
+        if estimate > args.max_estimated_ms:
+            return f"estimated {estimate:.0f} ms per call > --max-estimated-ms {args.max_estimated_ms:g}"
+        return None
 
     def input_features(self, spec: dict, args) -> dict | None:
         """The plugin's own mm feature columns for this input, as text (for resumption from the log)."""
@@ -169,7 +199,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         if args.search_space_sample is not None:
             env[ENV_SEARCH_SAMPLE] = str(args.search_space_sample)
         workers = self.worker_count(args)
-        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, usable_cores() // workers))
         return env
 
     def log_path_for(self, args) -> str:
@@ -242,8 +272,9 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                     os.environ[log_env] = os.path.join(cache_dir, "warmup_rows.txt") if rep < warmup else logged_path
                 torch.compiler.reset()
                 compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+                launch_only = rep < warmup and args.warmup_mode == "compile"
                 start = time.perf_counter()
-                with torch.no_grad():
+                with torch.no_grad(), (launch_only_benchmarks() if launch_only else contextlib.nullcontext()):
                     outputs = compiled(*operands)
                 if self.device == "cuda":
                     torch.cuda.synchronize()
@@ -309,6 +340,53 @@ def _mm_all(*operands):
     for i in range(0, len(operands), 2):
         products.append(operands[i] @ operands[i + 1])
     return tuple(products)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, e.g. under ``taskset``), else the host's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def estimated_call_ms(inp: MMInput) -> float:
+    """Rough milliseconds of one call of the input at nominal peak rates (compute or memory bound)."""
+    key = inp.dtype
+    if inp.dtype == "float32" and inp.allow_tf32:
+        key = "float32_tf32"
+    flops = 2.0 * inp.m * inp.k * inp.n
+    return 1e3 * max(flops / _NOMINAL_FLOPS[key], input_bytes(inp) / _NOMINAL_BYTES_PER_S)
+
+
+@contextlib.contextmanager
+def launch_only_benchmarks():
+    """Inside: Inductor's benchmarker runs each candidate once and reports a constant instead of timing it.
+    A warm-up compile under it builds and loads every candidate's kernel (what the warm-up is for) without
+    spending GPU time on measurements nobody logs. Restored on exit; a torch without the benchmarker
+    object gets a plain warm-up."""
+    try:
+        from torch._inductor.runtime.benchmarking import benchmarker
+    except ImportError:  # pragma: no cover - older torch
+        yield
+        return
+
+    def run_once(_callable, *args, **kwargs):
+        _callable()
+        return [1.0] if kwargs.get("return_mode") == "all" else 1.0
+
+    names = [name for name in ("benchmark_gpu", "benchmark_cpu") if hasattr(benchmarker, name)]
+    own = {name: vars(benchmarker).get(name) for name in names}
+    for name in names:
+        setattr(benchmarker, name, run_once)
+    try:
+        yield
+    finally:
+        for name in names:
+            if own[name] is None:
+                delattr(benchmarker, name)
+            else:
+                setattr(benchmarker, name, own[name])
 
 
 def input_bytes(inp: MMInput) -> int:

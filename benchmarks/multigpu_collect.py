@@ -1,0 +1,87 @@
+"""Collection throughput on one GPU vs every GPU of a host, and under torchrun (issue 7, parts 1-2).
+
+Reads the ``.done.json`` summaries that ``gen_data_mm`` writes beside its log (one per run, renamed by the
+job script) and the merged logs, and reports, per run, inputs with all choices timed per GPU-minute and
+its ratio to the single-GPU run (target: at least 0.8 x GPUs for the whole run, i.e. 0.8 per GPU). Each merged
+log is read with the data layer and its metadata checked against the single-GPU log (``merge_data``'s rule).
+
+    PYTHONPATH=. python benchmarks/multigpu_collect.py --run "one GPU:1:one.done.json:one.txt" \
+        --run "two workers:2:two.done.json:two.txt" --run "torchrun x2:2:tr.done.json:tr_merged.txt"
+
+The runs draw different samples of the same distribution (later runs continue where earlier ones
+stopped), so the per-input cost differs between them: compare rates over runs of several minutes.
+Writes its section of ``benchmarks/RESULTS.md`` (``<!-- BEGIN multigpu_collect -->``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks._results import update_section  # noqa: E402
+
+SECTION = "multigpu_collect"
+
+
+def describe(name: str, gpus: int, done_path: str, log_path: str, reference_meta) -> dict:
+    from torchgen_ah.ah_log import input_keys, read_log
+    from torchgen_ah.merge_data import metadata_differences
+
+    with open(done_path, encoding="utf-8") as f:
+        done = json.load(f)
+    minutes = done["seconds"] / 60.0
+    log = read_log(log_path)
+    differences = metadata_differences(reference_meta, log.metadata) if reference_meta is not None else []
+    return {
+        "name": name, "gpus": gpus, "ok": done["ok"], "failed": sum(done.get("failed", {}).values()),
+        "excluded": done.get("excluded", 0), "minutes": minutes,
+        "rate": done["ok"] / max(minutes * gpus, 1e-9),
+        "inputs_in_log": int(input_keys(log.frame, log.metadata).nunique()) if len(log.frame) else 0,
+        "metadata": log.metadata, "metadata_ok": not differences, "differences": differences,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", action="append", required=True, help="NAME:GPUS:DONE_JSON:LOG (first = reference)")
+    parser.add_argument("--gpu", default="", help="GPU description for the table header")
+    parser.add_argument("--command", default="", help="the collection command, quoted in the section")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    rows, reference = [], None
+    for spec in args.run:
+        name, gpus, done_path, log_path = spec.split(":", 3)
+        row = describe(name, int(gpus), done_path, log_path, reference["metadata"] if reference else None)
+        reference = reference or row
+        row["per_gpu_vs_one"] = row["rate"] / reference["rate"] if reference["rate"] else float("nan")
+        rows.append(row)
+    lines = [
+        "## Collection across the GPUs of one host",
+        "",
+        f"{args.gpu}. " if args.gpu else "",
+        f"Command: `{args.command}`" if args.command else "",
+        "",
+        "| run | GPUs | inputs done | failed | excluded (cost cap) | wall min | inputs / GPU-minute "
+        "| per-GPU rate vs one GPU | whole-run speed-up | metadata matches the one-GPU log |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['gpus']} | {r['ok']} | {r['failed']} | {r['excluded']} | {r['minutes']:.2f} "
+            f"| {r['rate']:.2f} | {r['per_gpu_vs_one']:.2f} | {r['per_gpu_vs_one'] * r['gpus']:.2f}x "
+            f"| {'yes' if r['metadata_ok'] else 'NO: ' + '; '.join(r['differences'])} |")
+    lines += ["", "Target: per-GPU rate at least 0.8 of the one-GPU rate (near-linear scaling)."]
+    text = "\n".join(line for line in lines if line is not None)
+    print(text)
+    if not args.no_write:
+        update_section(SECTION, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
