@@ -138,6 +138,35 @@ def per_choice_medians(log_path: str):
     return medians, complete
 
 
+def repetition_spread(log_path: str):
+    """Noise floor of one way: first / second repetition of each (input, choice), median and 10th-90th
+    percentile. Agreement between the ways is "within noise" when it sits inside these spreads."""
+    import numpy as np
+
+    from torchgen_ah.ah_log import input_keys, read_log
+
+    if not os.path.exists(log_path):
+        return None
+    log = read_log(log_path)
+    frame = log.frame.assign(key=input_keys(log.frame, log.metadata))
+    frame = frame.assign(rep=frame.groupby(["key", "choice"]).cumcount())
+    table = frame.pivot_table(index=["key", "choice"], columns="rep", values="feedback")
+    if 1 not in table.columns:
+        return None
+    ratios = (table[0] / table[1]).replace([np.inf, -np.inf], np.nan).dropna().to_numpy()
+    if not len(ratios):
+        return None
+    return {"pairs": len(ratios), "median": float(np.median(ratios)), "p10": float(np.percentile(ratios, 10)),
+            "p90": float(np.percentile(ratios, 90))}
+
+
+def spread_line(name: str, spread) -> str:
+    if not spread:
+        return f"{name}: fewer than two repetitions, no rep-to-rep spread."
+    return (f"{name}, rep 1 / rep 2 of the same (input, choice) over {spread['pairs']} pairs: median "
+            f"{spread['median']:.3f}, 10th-90th percentile {spread['p10']:.3f}-{spread['p90']:.3f}.")
+
+
 def compare(base: dict, warm: dict):
     import numpy as np
 
@@ -227,6 +256,9 @@ def main(argv=None) -> int:
             f"{agreement['p10']:.3f}-{agreement['p90']:.3f}.")
     else:
         lines.append("Per-choice time agreement: no (input, choice) pair timed by both ways.")
+    lines += ["", "Noise floor of each way (agreement is within noise when it sits inside these):", "",
+              "- " + spread_line("fresh process", repetition_spread(base_log)),
+              "- " + spread_line("warm batched", repetition_spread(warm_log))]
     text = "\n".join(lines)
     print(text)
     if not args.no_write:
