@@ -60,12 +60,12 @@ def main(argv=None) -> int:
         reference = reference or row
         row["per_gpu_vs_one"] = row["rate"] / reference["rate"] if reference["rate"] else float("nan")
         rows.append(row)
-    lines = [
-        "## Collection across the GPUs of one host",
-        "",
-        f"{args.gpu}. " if args.gpu else "",
-        f"Command: `{args.command}`" if args.command else "",
-        "",
+    lines = ["## Collection across the GPUs of one host", ""]
+    if args.gpu:
+        lines += [f"{args.gpu}.", ""]
+    if args.command:
+        lines += [f"Command: `{args.command}`", ""]
+    lines += [
         "| run | GPUs | inputs done | failed | excluded (cost cap) | wall min | inputs / GPU-minute "
         "| per-GPU rate vs one GPU | whole-run speed-up | metadata matches the one-GPU log |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
             f"| {r['rate']:.2f} | {r['per_gpu_vs_one']:.2f} | {r['per_gpu_vs_one'] * r['gpus']:.2f}x "
             f"| {'yes' if r['metadata_ok'] else 'NO: ' + '; '.join(r['differences'])} |")
     lines += ["", "Target: per-GPU rate at least 0.8 of the one-GPU rate (near-linear scaling)."]
-    text = "\n".join(line for line in lines if line is not None)
+    text = "\n".join(lines)
     print(text)
     if not args.no_write:
         update_section(SECTION, text)

@@ -64,6 +64,27 @@ def _random(shape, stride, dtype, device):
     return out
 
 
+def _bias(code: str | None, m: int, n: int, batch: int | None, dtype, device):
+    """A random bias with the layout `code` names (params.bias_code): broadcast dims are left out or
+    kept at size 1 (a row vector is the 1-D `[N]` of nn.Linear), the others get the recorded strides,
+    so Inductor sees the same expanded strides as in the autotuning that was recorded."""
+    import torch
+
+    if code is None:
+        raise ValueError("no bias layout in the params")
+    batch_stride, s0, s1 = P.bias_strides(code)
+    dims = [(m, s0), (n, s1)]
+    if batch is not None:
+        dims.insert(0, (batch, batch_stride or 0))
+    sizes = [size if stride else 1 for size, stride in dims]
+    strides = [stride if stride else 1 for _, stride in dims]
+    while sizes and sizes[0] == 1 and dims[len(dims) - len(sizes)][1] == 0:
+        sizes, strides = sizes[1:], strides[1:]  # leading broadcast dims: left out, as in a [N] bias
+    storage = 1 + sum((size - 1) * stride for size, stride in zip(sizes, strides))
+    flat = torch.randn(storage, device=device).to(dtype)
+    return flat.as_strided(sizes, strides)
+
+
 def rebuild(op: str, key: P.GemmParams, device: str):
     """(callable, inputs, eager reference fn) reproducing the GEMM the key describes."""
     import torch
@@ -94,12 +115,12 @@ def rebuild(op: str, key: P.GemmParams, device: str):
         bb = torch.stack([_random((k, n), sb, b_dtype, device) for _ in range(b)])
         if op == "bmm":
             return torch.bmm, (a, bb), torch.bmm
-        bias = _random((b, m, n), (m * n, n, 1), a_dtype, device)
+        bias = _bias(key.bias, m, n, b, a_dtype, device)
         return torch.baddbmm, (bias, a, bb), torch.baddbmm
     a = _random((m, k), sa, a_dtype, device)
     b = _random((k, n), sb, b_dtype, device)
     if op == "addmm":
-        bias = _random((n,), (1,), a_dtype, device)
+        bias = _bias(key.bias, m, n, None, a_dtype, device)
         return torch.addmm, (bias, a, b), torch.addmm
     if op == "int_mm":
         return torch._int_mm, (a, b), torch._int_mm
@@ -129,7 +150,7 @@ def tune_one(op: str, params_text: str, device: str) -> str | None:
     import torch
 
     db = store()
-    key = P.parse(params_text)
+    key = P.parse_for(op, params_text)
     fn, inputs, reference = rebuild(op, key, device)
     check, atol, rtol = S.numerical_check()
     with torch.no_grad():

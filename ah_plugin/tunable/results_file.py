@@ -198,7 +198,7 @@ def _parse_row(cells: list[str], where: str) -> Entry | None:
         warn(f"{where}: unknown op {op!r} (known: {', '.join(sorted(P.KNOWN_OPS))}); skipped")
         return None
     try:
-        canonical = P.parse(params).encode()
+        canonical = P.parse_for(op, params).encode()
     except P.ParamsError as error:
         warn(f"{where}: {error}; skipped")
         return None
@@ -319,7 +319,7 @@ def read_untuned(path: str) -> list[tuple[str, str]]:
             warn(f"{where}: unknown op {op!r}; skipped")
             continue
         try:
-            parsed = P.parse(params)
+            parsed = P.parse_for(op, params)
         except P.ParamsError as error:
             warn(f"{where}: {error}; skipped")
             continue
