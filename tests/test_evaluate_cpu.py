@@ -2,6 +2,7 @@
 ``packed_linear`` with two real choices (DESIGN.md section 3), timed by the real worker through the
 plugin's collector, then tabled, scored, reported and plotted."""
 
+import json
 import os
 import subprocess
 import sys
@@ -90,3 +91,32 @@ def test_results_section_appended_when_absent(tmp_path):
     path.write_text("# R\n")
     update_results_section(str(path), "evaluate_gpu", "body")
     assert path.read_text() == "# R\n\n<!-- BEGIN evaluate_gpu -->\nbody\n<!-- END evaluate_gpu -->\n"
+
+
+@pytest.mark.slow
+def test_two_workers_share_the_shapes_and_a_rerun_times_what_the_budget_skipped(tmp_path):
+    """A budget too short for any shape leaves them "skipped"; the same command again (the folder is the
+    state) times them, dealt between two worker processes, each with its own log and Inductor cache."""
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("op,m,k,n,batch,dtype,layout\n"
+                      "packed_linear,16,64,48,1,float32,NN\npacked_linear,8,32,40,1,float32,NN\n")
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=REPO)
+    base = [sys.executable, "-m", "torchgen_ah.evaluate", str(shapes), "--out", str(out), "--reps", "1",
+            "--device", "cpu", "--workers", "2", "--no-plots"]
+    first = subprocess.run(base + ["--max-minutes", "0.005"], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=170)
+    statuses = [json.loads(line)["status"] for line in open(out / "progress.jsonl")]
+    assert statuses and set(statuses) == {"skipped"}, (statuses, first.stderr[-2000:])
+    second = subprocess.run(base + ["--max-minutes", "3"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=240)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
+    final = {}
+    for line in open(out / "progress.jsonl"):
+        entry = json.loads(line)
+        final[entry["index"]] = entry["status"]
+    assert final == {0: "ok", 1: "ok"}
+    assert (out / "worker0.log").exists() and (out / "worker1.log").exists()
+    assert (out / "inductor_cache0").is_dir() and (out / "inductor_cache1").is_dir()
+    table = TimingTable.load(out / "timing" / "packed_linear")
+    assert len(table.inputs()) == 2

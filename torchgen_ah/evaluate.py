@@ -114,6 +114,8 @@ def read_shapes(path) -> list[dict]:
 
 
 def _progress(out_dir: str) -> dict[int, dict]:
+    """index -> the shape's last progress entry. A shape "skipped" for lack of time counts as not done,
+    so running the same command again (the folder is the state) times it."""
     path = os.path.join(out_dir, "progress.jsonl")
     done: dict[int, dict] = {}
     if os.path.exists(path):
@@ -127,40 +129,79 @@ def _progress(out_dir: str) -> dict[int, dict]:
     return done
 
 
+def _progress_lines(out_dir: str) -> int:
+    path = os.path.join(out_dir, "progress.jsonl")
+    if not os.path.exists(path):
+        return 0
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
+def _finished(progress: dict[int, dict]) -> dict[int, dict]:
+    return {i: e for i, e in progress.items() if e["status"] != "skipped"}
+
+
+def worker_devices(device: str, workers: int) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES value per timing worker (None: leave the variable as it is, e.g. on the CPU)."""
+    if device != "cuda" or workers <= 1:
+        return [None] * max(1, workers)
+    from torchgen_ah.distributed import visible_device_id
+
+    return [visible_device_id(g) for g in range(workers)]
+
+
 def run_timing(shapes, out_dir: str, reps: int, space: str, device: str, max_minutes: float,
-               sample: int | None = None) -> dict:
-    """Time every shape in worker processes; a crashed worker is restarted after the shape it died on.
-    Returns index -> progress entry."""
+               sample: int | None = None, workers: int = 1) -> dict:
+    """Time every shape in worker processes, ``workers`` at once (one per GPU on CUDA: shapes are dealt
+    round-robin, each worker sees only its GPU and has its own Inductor cache); a crashed worker is
+    restarted after the shape it died on. Returns index -> progress entry."""
     os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
     deadline = time.time() + max_minutes * 60
-    env = worker_environment(out_dir)
+    base_env = worker_environment(out_dir)
     if sample is not None:
-        env["AH_PLUGIN_SEARCH_SAMPLE"] = str(sample)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), env.get("PYTHONPATH")] if p
+        base_env["AH_PLUGIN_SEARCH_SAMPLE"] = str(sample)
+    base_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), base_env.get("PYTHONPATH")] if p
     )
+    devices = worker_devices(device, workers)
     while True:
         done = _progress(out_dir)
         crashed = [i for i, e in done.items() if e["status"] == "started"]
-        for index in crashed:  # the worker died inside this shape: record it and move on
+        for index in crashed:  # a worker died inside this shape: record it and move on
             with open(os.path.join(out_dir, "progress.jsonl"), "a", encoding="utf-8") as f:
                 f.write(json.dumps({"index": index, "status": "crashed", "seconds": 0.0,
                                     "error": "worker process died"}) + "\n")
-        done = _progress(out_dir)
+        done = _finished(_progress(out_dir))
         todo = [(i, row) for i, row in enumerate(shapes) if i not in done]
-        if not todo:
-            return done
-        spec = {"out_dir": out_dir, "device": device, "reps": reps, "space": space,
-                "deadline": deadline, "shapes": todo}
-        spec_path = os.path.join(out_dir, "worker_spec.json")
-        with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump(spec, f)
-        with open(os.path.join(out_dir, "worker.log"), "a", encoding="utf-8") as log:
-            rc = subprocess.run([sys.executable, "-m", "torchgen_ah.eval_worker", spec_path],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
-        if len(_progress(out_dir)) == len(done):  # the worker died before starting any shape
-            print(f"error: timing worker exited with {rc} before starting a shape; see "
-                  f"{os.path.join(out_dir, 'worker.log')}", file=sys.stderr)
+        if not todo or time.time() > deadline:
+            return _progress(out_dir)
+        lines_before = _progress_lines(out_dir)
+        procs = []
+        for slot, visible in enumerate(devices):
+            mine = todo[slot::len(devices)]
+            if not mine:
+                continue
+            suffix = "" if len(devices) == 1 else str(slot)
+            env = dict(base_env)
+            if suffix:
+                env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(out_dir, f"inductor_cache{suffix}")
+            if visible is not None:
+                env["CUDA_VISIBLE_DEVICES"] = visible
+            spec = {"out_dir": out_dir, "device": device, "reps": reps, "space": space,
+                    "deadline": deadline, "shapes": mine}
+            spec_path = os.path.join(out_dir, f"worker_spec{suffix}.json")
+            with open(spec_path, "w", encoding="utf-8") as f:
+                json.dump(spec, f)
+            log = open(os.path.join(out_dir, f"worker{suffix}.log"), "a", encoding="utf-8")
+            procs.append((subprocess.Popen([sys.executable, "-m", "torchgen_ah.eval_worker", spec_path],
+                                           env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        codes = []
+        for proc, log in procs:
+            codes.append(proc.wait())
+            log.close()
+        if _progress_lines(out_dir) == lines_before:  # no worker got to any shape (e.g. failed at import)
+            print(f"error: timing workers exited with {codes} before starting a shape; see "
+                  f"{os.path.join(out_dir, 'worker*.log')}", file=sys.stderr)
             return _progress(out_dir)
 
 
@@ -276,6 +317,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sample", type=int, default=None,
                         help="extra wide-space configs timed per input (AH_PLUGIN_SEARCH_SAMPLE)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="timing workers at once; on CUDA one per GPU (the first N visible GPUs)")
     parser.add_argument("--max-minutes", type=float, default=4.0,
                         help="timing budget; shapes not started by then are skipped and reported")
     parser.add_argument("--quick", action="store_true",
@@ -306,7 +349,7 @@ def main(argv=None) -> int:
             import torch
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        run_timing(shapes, args.out, reps, args.space, device, args.max_minutes, args.sample)
+        run_timing(shapes, args.out, reps, args.space, device, args.max_minutes, args.sample, args.workers)
 
     progress = _progress(args.out)
     results, bars = score_run(shapes, args.out, args.artifact_dir, _load_json(args.compile_cost),
