@@ -60,11 +60,13 @@ class TimingTable:
         )
 
     def aligned_times(self, choices: list[str]) -> np.ndarray:
-        """times re-indexed to `choices` (nan where this dataset never ran a choice)."""
+        """times re-indexed to `choices` (nan where this dataset never ran a choice; columns of choices
+        not in `choices` are dropped)."""
         out = np.full((len(self.keys), len(choices)), np.nan)
         pos = {c: j for j, c in enumerate(choices)}
-        idx = np.array([pos[c] for c in self.choices], dtype=np.int64)
-        out[:, idx] = self.times
+        src = [i for i, c in enumerate(self.choices) if c in pos]
+        dst = np.array([pos[self.choices[i]] for i in src], dtype=np.int64)
+        out[:, dst] = self.times[:, src]
         return out
 
 
@@ -538,6 +540,16 @@ class TrainResult:
     best_params: dict
 
 
+def trained_choices(tables: list[TimingTable], held: list[np.ndarray]) -> list[str]:
+    """The choices measured on at least one input that is trained on, sorted. A choice seen only in
+    held-out inputs stays out of the artifact: naming it would leak what the held-out inputs ran."""
+    names: set[str] = set()
+    for table, mask in zip(tables, held):
+        measured = ~np.isnan(table.times[~mask])
+        names.update(c for c, seen in zip(table.choices, measured.any(axis=0)) if seen)
+    return sorted(names)
+
+
 def train(main: TimingTable, extras: list[TimingTable], spec: FeatureSpec, *, k: int = 10,
           default: str | None = None, holdout: str = "none", grid: dict | None = None,
           log=print) -> TrainResult:
@@ -549,14 +561,16 @@ def train(main: TimingTable, extras: list[TimingTable], spec: FeatureSpec, *, k:
     """
     tables = [main] + list(extras)
     spec = spec.fit([t.features for t in tables])
-    choices = sorted(set().union(*[t.choices for t in tables]))
     held = [is_heldout(t.keys, holdout) for t in tables]
+    choices = trained_choices(tables, held)
     folds = [validation_fold(t.keys) for t in tables]
-    fold_data = []  # (training set, validation tables) per fold
+    fold_data = []  # (training set, validation tables) per fold; a fold with no training input is skipped
     for f in VALIDATION_FOLDS:
         train_tabs = [t.subset(~h & (fo != f)) for t, h, fo in zip(tables, held, folds)]
         val_tabs = [t.subset(~h & (fo == f)) for t, h, fo in zip(tables, held, folds)]
-        fold_data.append((stack(train_tabs, spec, choices), val_tabs))
+        training = stack(train_tabs, spec, choices)
+        if len(training.X):
+            fold_data.append((training, val_tabs))
 
     scored, val_metrics = [], []
     for params in grid_points(grid or DEFAULT_GRID):
