@@ -12,7 +12,12 @@ What it installs (``install_hooks``), and why each piece:
   pruned, but it runs the numerical check when a policy asks for it (optional policy methods
   ``numerical_check(request) -> (atol, rtol) | None`` and ``on_numerical_check(request, rejected,
   timings)``): every candidate is run once on Inductor's benchmark inputs and those whose output
-  differs from the aten candidate's are dropped;
+  differs from the aten candidate's are dropped.
+  It also bounds each candidate's benchmark when a policy asks for it (optional policy method
+  ``benchmark_limits(request) -> {"duration_ms": int, "iterations": int} | None``; the results cache
+  asks on a tuning miss): the candidates' ``benchmark`` is wrapped to set the limits for the length of
+  that call, and a thin wrapper on Inductor's ``benchmarker`` instance, installed the first time
+  limits are asked for, caps its keyword arguments while they are set (see ``_LIMIT_MAPS``);
 * a feedback saver: every candidate's time after benchmarking, for ``on_timings``;
 * the built-in AutoHeuristic is switched off for the ops the plugin handles (it would prune or log
   the same autotunings otherwise).
@@ -27,6 +32,8 @@ This module imports only the standard library and light ``ah_plugin`` modules at
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import os
 import sys
 import threading
@@ -204,6 +211,7 @@ def uninstall_hooks() -> None:
         inductor_config.inductor_choices_class = _State.prev_factory
     _State.our_factory = None
     _State.prev_factory = None
+    _remove_benchmark_limiter()
     if _State.converted_handler is not None:
         handler, original = _State.converted_handler
         try:
@@ -599,7 +607,7 @@ def _preprocess_choices(choices):
     except Exception as exc:
         warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
         return choices
-    return _numerically_checked(choices, ids, request, local, policies)
+    return _numerically_checked(_benchmark_limited(choices, request, policies), ids, request, local, policies)
 
 
 def _save_feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precompile_times=None):
@@ -723,6 +731,150 @@ def _numerically_checked(choices, ids, request: AutotuneRequest, local, policies
             _call_policy(policy, "on_numerical_check", request, rejected, timings)
     dropped = set(rejected)
     return [c for c, cid in zip(choices, ids) if cid not in dropped]
+
+
+# --- benchmark limits (post-codegen) -------------------------------------------------------------
+
+# The limits of the candidate being benchmarked now; None (the default) outside a limited benchmark,
+# so the benchmarker wrapper passes every other benchmark (other autotunings, Triton's own) unchanged.
+_active_limits: contextvars.ContextVar = contextvars.ContextVar("ah_plugin_benchmark_limits", default=None)
+
+# How a limit maps onto a benchmarker method's keyword arguments, tried in order: the first entry whose
+# keywords the method accepts wins; each keyword is lowered to min(its value, the limit).
+#   InductorBenchmarker.benchmark_gpu (torch's default): timed iterations and the duration (ms) it fits them in;
+#   TorchProfilerBenchmarker.benchmark_gpu: ``rep`` counts iterations there;
+#   TritonBenchmarker.benchmark_gpu: keywords go on to triton's do_bench, whose ``rep`` is milliseconds;
+#   Benchmarker.benchmark_cpu: ``rep`` is the milliseconds of timed runs (no iteration count exists).
+_LIMIT_MAPS = {
+    "benchmark_gpu": (
+        {"benchmark_iters": "iterations", "max_benchmark_duration": "duration_ms"},
+        {"rep": "iterations", "max_benchmark_duration": "duration_ms"},
+        {"rep@do_bench": "duration_ms"},
+    ),
+    "benchmark_cpu": ({"rep": "duration_ms"},),
+}
+
+
+class _Limiter:
+    benchmarker = None  # the instance wrapped
+    originals: dict = {}  # method name -> the bound method replaced
+    plans: dict = {}  # method name -> {keyword: (limit name, default value)} or None (no limit possible)
+
+
+def _benchmark_limits(request: AutotuneRequest, policies) -> dict | None:
+    """The strictest limits the policies ask for (optional ``benchmark_limits(request)``); None when none asks."""
+    limits: dict = {}
+    for policy in policies:
+        if getattr(policy, "benchmark_limits", None) is None:
+            continue
+        answer = _call_policy(policy, "benchmark_limits", request)
+        if not answer or answer is _FAILED:
+            continue
+        for name in ("duration_ms", "iterations"):
+            value = answer.get(name)
+            if value is not None and int(value) > 0:
+                limits[name] = min(int(value), limits.get(name, int(value)))
+    return limits or None
+
+
+def _benchmark_limited(choices, request: AutotuneRequest, policies):
+    """Wrap each candidate's ``benchmark`` so that the limits hold while it runs (same list back)."""
+    if len(choices) < 2:
+        return choices  # nothing is benchmarked
+    try:
+        limits = _benchmark_limits(request, policies)
+        if limits is None:
+            return choices
+        _install_benchmark_limiter()
+        for choice in choices:
+            original = getattr(choice.benchmark, "_ah_plugin_unlimited", choice.benchmark)
+
+            def benchmark(*args, _original=original, **kwargs):
+                token = _active_limits.set(limits)
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    _active_limits.reset(token)
+
+            benchmark._ah_plugin_unlimited = original
+            choice.benchmark = benchmark
+    except Exception as exc:
+        warn_once(("limits", type(exc)), f"ah_plugin: benchmark limits not applied ({exc!r})")
+        return choices
+    verbose(f"{request.op_name}: benchmarks of {len(choices)} candidates limited to {limits}")
+    return choices
+
+
+def _install_benchmark_limiter() -> None:
+    """Put the limiting wrapper on Inductor's benchmarker instance (once; inert without limits)."""
+    from torch._inductor.runtime import benchmarking
+
+    bench = getattr(benchmarking, "benchmarker", None)
+    if bench is None or _Limiter.benchmarker is bench:
+        return
+    _remove_benchmark_limiter()
+    originals = {}
+    for name in _LIMIT_MAPS:
+        original = getattr(bench, name, None)
+        if original is not None:
+            originals[name] = original
+            bench.__dict__[name] = _limiting_method(name, original)
+    _Limiter.benchmarker, _Limiter.originals, _Limiter.plans = bench, originals, {}
+
+
+def _remove_benchmark_limiter() -> None:
+    bench = _Limiter.benchmarker
+    if bench is not None:
+        for name in _Limiter.originals:
+            bench.__dict__.pop(name, None)
+    _Limiter.benchmarker, _Limiter.originals, _Limiter.plans = None, {}, {}
+
+
+def _limit_plan(name: str, original):
+    """{keyword: (limit name, default)} for this method's signature; None (noted once) when no map fits."""
+    try:
+        params = inspect.signature(original).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for mapping in _LIMIT_MAPS[name]:
+            plan = {}
+            for keyword, limit in mapping.items():
+                if keyword.endswith("@do_bench"):  # forwarded through **kwargs to triton's do_bench
+                    keyword = keyword.split("@")[0]
+                    do_bench = getattr(_Limiter.benchmarker, "triton_do_bench", None) if takes_any else None
+                    target = inspect.signature(do_bench).parameters if do_bench is not None else {}
+                else:
+                    target = params
+                if keyword not in target or target[keyword].default is inspect.Parameter.empty:
+                    break
+                plan[keyword] = (limit, target[keyword].default)
+            else:
+                return plan
+    except Exception as exc:
+        verbose(f"benchmark limits: cannot read the signature of {name} ({exc!r})")
+    verbose(f"benchmark limits: {type(_Limiter.benchmarker).__name__}.{name} takes none of the known "
+            f"keywords; its benchmarks are not limited")
+    return None
+
+
+def _limiting_method(name: str, original):
+    def limiting(*args, **kwargs):
+        limits = _active_limits.get()
+        if limits is None:
+            return original(*args, **kwargs)
+        if name not in _Limiter.plans:
+            _Limiter.plans[name] = _limit_plan(name, original)
+        plan = _Limiter.plans[name]
+        if plan is None or len(args) > 1:  # extra positional arguments: not a call we know how to cap
+            return original(*args, **kwargs)
+        for keyword, (limit, default) in plan.items():
+            if limit in limits:
+                current = kwargs.get(keyword, default)
+                kwargs[keyword] = limits[limit] if current is None else min(current, limits[limit])
+        return original(*args, **kwargs)
+
+    limiting.__wrapped__ = original
+    limiting._ah_plugin_limiter = True
+    return limiting
 
 
 # --- search space (GPU Triton mm) -------------------------------------------------------------------

@@ -94,7 +94,8 @@ def record_untuned_is_enabled() -> bool:
 
 
 def set_max_tuning_duration(duration: int) -> None:
-    """Milliseconds the offline numerical check and timing may spend per candidate (0: no limit)."""
+    """Tuning a miss: at most this many ms of timed runs per candidate's benchmark (0: no limit).
+    docs/tunable.md maps it onto Inductor's benchmarker."""
     _S.api.max_tuning_duration_ms = int(duration)
 
 
@@ -103,7 +104,8 @@ def get_max_tuning_duration() -> int:
 
 
 def set_max_tuning_iterations(iterations: int) -> None:
-    """Most timed runs per candidate where the cache times candidates itself (offline check)."""
+    """Tuning a miss: at most this many timed iterations per candidate, where Inductor's benchmarker
+    counts iterations (GPU; the CPU one times for a duration). 0: no limit."""
     _S.api.max_tuning_iterations = int(iterations)
 
 
@@ -181,7 +183,7 @@ def set_verbose(level: int, filename: str | None = None) -> None:
 
 
 def get_stats() -> dict[str, int]:
-    """Counters of this process: hits, wildcard_hits, misses, stale, tuned, defaults, ..."""
+    """Counters of this process: hits, wildcard_hits, misses, stale, tuned, defaults, limited, ..."""
     return _store().stats.as_dict()
 
 

@@ -3,7 +3,8 @@
 - hit (exact, else the most specific wildcard entry) whose solution is among today's candidates:
   keep exactly that one, so Inductor benchmarks nothing. `Default` means the aten candidate.
 - a recorded solution that is not among the candidates: a miss, warned once per entry.
-- miss with tuning on: no opinion (Inductor autotunes, pruned by the heuristic when USE is on), and
+- miss with tuning on: no opinion (Inductor autotunes, pruned by the heuristic when USE is on; each
+  candidate's benchmark bounded by `benchmark_limits`: max tuning duration/iterations), and
   `on_timings` records the fastest candidate that passed the numerical check (with the check on,
   `numerical_check` asks the hook to run the candidates first, and `on_numerical_check` excludes
   those that differ from aten).
@@ -118,13 +119,9 @@ class TunableCachePolicy:
         )
         return None
 
-    def numerical_check(self, request: AutotuneRequest) -> tuple[float, float] | None:
-        """(atol, rtol) when this autotuning is a miss to be tuned with the numerical check on: the hook
-        then runs every candidate once and drops those that differ from aten. None otherwise."""
+    def _tuning_miss(self, request: AutotuneRequest) -> P.GemmParams | None:
+        """The key when this autotuning misses the cache and is tuned (cache and tuning on); else None."""
         if not S.is_enabled() or not S.tuning_is_enabled():
-            return None
-        check, atol, rtol = S.numerical_check()
-        if not check:
             return None
         key = request_key(request)
         if key is None:
@@ -133,8 +130,31 @@ class TunableCachePolicy:
         db.ensure_loaded()
         entry, _ = db.lookup(request.op_name, key)
         if entry is not None and (entry.solution == F.DEFAULT_SOLUTION or entry.solution in request.candidates):
-            return None  # a hit: the recorded choice is compiled, nothing is compared
+            return None  # a hit: the recorded choice is compiled, nothing is compared or timed
+        return key
+
+    def numerical_check(self, request: AutotuneRequest) -> tuple[float, float] | None:
+        """(atol, rtol) when this autotuning is a miss to be tuned with the numerical check on: the hook
+        then runs every candidate once and drops those that differ from aten. None otherwise."""
+        check, atol, rtol = S.numerical_check()
+        if not check or self._tuning_miss(request) is None:
+            return None
         return atol, rtol
+
+    def benchmark_limits(self, request: AutotuneRequest) -> dict[str, int] | None:
+        """TunableOp's max tuning duration/iterations, for a miss being tuned only: the hook caps each
+        candidate's benchmark with them (docs/tunable.md has the mapping). None (no limit) otherwise;
+        a setting of 0 is no limit of its own."""
+        key = self._tuning_miss(request)
+        if key is None:
+            return None
+        limits = {"duration_ms": S.max_tuning_duration_ms(), "iterations": S.max_tuning_iterations()}
+        limits = {name: value for name, value in limits.items() if value > 0}
+        if not limits:
+            return None
+        store().stats.limited += 1
+        verbose(3, f"limits {request.op_name},{key.encode()}: {limits} per candidate benchmark")
+        return limits
 
     def on_numerical_check(self, request: AutotuneRequest, rejected: list[str], timings: dict[str, float]) -> None:
         """The hook dropped `rejected`: they are excluded for this key, so they are never recorded. When

@@ -27,6 +27,7 @@ class Stats:
     defaults: int = 0  # misses answered with Default / heuristic top-1 (tuning off)
     untuned_recorded: int = 0
     rejected_candidates: int = 0  # dropped by the numerical check
+    limited: int = 0  # tuning misses whose candidate benchmarks were given the max duration/iterations
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
