@@ -61,3 +61,7 @@ class ChoicePolicy(Protocol):
     #
     # def on_numerical_check(self, request, rejected: list[str], timings: dict[str, float]) -> None:
     #     """The ids whose output differed beyond tolerance (dropped before benchmarking)."""
+    #
+    # def benchmark_limits(self, request) -> dict | None:
+    #     """{"duration_ms": int, "iterations": int} to bound each candidate's benchmark of this
+    #     autotuning (the results cache asks on a tuning miss); None: Inductor's own lengths."""
