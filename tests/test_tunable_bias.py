@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
@@ -13,7 +12,6 @@ from ah_plugin.tunable import offline
 from ah_plugin.tunable import params as P
 from ah_plugin.tunable import results_file as F
 from ah_plugin.tunable import settings as S
-from ah_plugin.tunable.store import store
 
 M, N, K = 24, 40, 16
 MAT1 = {"size": [M, K], "stride": [K, 1], "dtype": "torch.float32"}
@@ -30,14 +28,8 @@ def addmm_request(bias_desc, candidates=("extern_addmm", "extern_bias_addmm", "t
 
 
 @pytest.fixture
-def env(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        if name.startswith(("AH_TUNABLE_", "TORCHINDUCTOR_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv(S.FILENAME, str(tmp_path / "res%d.csv"))
-    store().clear()
-    yield tmp_path
-    store().clear()
+def env(tunable_env):
+    return tunable_env
 
 
 def test_bias_layouts_give_distinct_keys_and_broadcast_views_agree():

@@ -4,7 +4,6 @@ processes (standing in for 2 GPUs), each rebuilt and compiled with real Inductor
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -17,15 +16,9 @@ from ah_plugin.tunable.store import store
 
 
 @pytest.fixture
-def env(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        if name.startswith(("AH_TUNABLE_", "TORCHINDUCTOR_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv(S.FILENAME, str(tmp_path / "res%d.csv"))
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    store().clear()
-    yield tmp_path
-    store().clear()
+def env(tunable_env, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tunable_env / "inductor"))
+    yield tunable_env
 
 
 def test_numerically_rejected_candidates_are_never_offered_or_recorded(env, monkeypatch):
