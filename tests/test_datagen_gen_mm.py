@@ -101,7 +101,7 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
     assert len(read_log(str(log)).frame) == len(frame)
 
 
-def test_costly_inputs_run_alone_and_a_cost_budget_excludes_them_without_journaling(tmp_path):
+def test_costly_inputs_run_alone_and_a_cost_budget_excludes_them_without_journaling(tmp_path, capsys):
     from torchgen_ah.benchmark_runner import RunSummary, Task
     from torchgen_ah.mm.gen_data_mm import estimated_call_ms
 
@@ -124,6 +124,8 @@ def test_costly_inputs_run_alone_and_a_cost_budget_excludes_them_without_journal
     assert over and summary.excluded == len(over)
     assert sorted(t.index for t in planned) == sorted(set(range(300)) - set(over))
     assert not os.path.exists(tmp_path / "log.txt.progress.jsonl")
+    said = capsys.readouterr().err
+    assert said.count("leaving out inputs") == 1 and f"sample {over[0]} " in said and "ms per call" in said
 
 
 def test_compile_only_warmup_runs_each_candidate_once_and_restores_inductors_benchmarker():

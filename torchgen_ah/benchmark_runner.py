@@ -299,7 +299,11 @@ class BenchmarkRunner:
                 summary.skipped += 1
                 continue
             spec = self.make_input(index, args)
-            if self.exclude_reason(spec, args) is not None:
+            reason = self.exclude_reason(spec, args)
+            if reason is not None:
+                if not summary.excluded:
+                    print(f"{self.name}: leaving out inputs, e.g. sample {index} "
+                          f"({self.describe_input(spec)}): {reason}", file=sys.stderr)
                 summary.excluded += 1
                 continue
             key = self.input_key(spec, args, columns)

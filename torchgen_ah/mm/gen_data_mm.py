@@ -18,7 +18,13 @@ as they are):
 * a fresh Inductor/Triton cache folder per batch: timings never come from a cache (FX graph cache and
   autotune results caches off, so every repetition re-benchmarks), while the repetitions of a batch reuse
   its compiled kernels (``force_disable_caches`` is *not* used: it would recompile every kernel per rep);
-* Inductor's parallel precompilation, with the host's cores split between its GPU workers.
+* Inductor's parallel precompilation, with the host's cores (its CPU affinity) split between its GPU
+  workers;
+* a compile-only warm-up per batch (``--warmup-mode compile``): the kernels are built and loaded before
+  the logged repetitions, without timing anything;
+* cost-aware batches: an input estimated to cost more than ``--batch-gpu-ms`` per call runs alone, so
+  one huge input does not hold a whole batch past the time budget (``--max-estimated-ms`` optionally
+  leaves such inputs out of a budgeted run).
 
 On ``--device cpu`` the same worker runs the CPU path (DESIGN.md section 3): constant weights under
 ``torch.no_grad()`` with freezing lower each ``x_i @ w_i`` to ``packed_linear``, which max-autotune
