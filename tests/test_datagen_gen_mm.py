@@ -143,3 +143,22 @@ def test_compile_only_warmup_runs_each_candidate_once_and_restores_inductors_ben
     assert "benchmark_gpu" not in vars(benchmarker) and "benchmark_cpu" not in vars(benchmarker)
     assert benchmarker.benchmark_gpu.__func__ is original[0].__func__
     assert benchmarker.benchmark_cpu.__func__ is original[1].__func__
+
+
+def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeypatch):
+    from torchgen_ah.mm.gen_data_mm import usable_cores
+
+    runner = BenchmarkRunnerMM()
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    args = runner.parse_args(["-o", "x.txt"])
+    cores = usable_cores()
+    assert runner.worker_env(args, "cuda:0")["TORCHINDUCTOR_COMPILE_THREADS"] == str(cores)
+    args = runner.parse_args(["-o", "x.txt", "--num-workers", "2", "--device", "cpu"])
+    assert runner.worker_env(args, "cpu")["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(1, cores // 2))
+    monkeypatch.setenv("RANK", "3")  # torchrun: 2 ranks on this host, one GPU worker each
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    args = runner.parse_args(["-o", "x.txt"])
+    assert runner.worker_env(args, "cuda:1")["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(1, cores // 2))

@@ -26,6 +26,7 @@ class RankInfo:
     world_size: int = 1
     local_rank: int = 0
     under_launcher: bool = False  # RANK/WORLD_SIZE came from the environment (torchrun and the like)
+    local_world_size: int = 1  # processes of this launch on this host (they share its cores)
 
 
 def _env_int(environ, name: str) -> int | None:
@@ -50,7 +51,9 @@ def rank_info(environ=None) -> RankInfo:
     if world < 1 or not 0 <= rank < world:
         raise ValueError(f"RANK={rank} WORLD_SIZE={world}: need 0 <= RANK < WORLD_SIZE")
     local = _env_int(env, "LOCAL_RANK")
-    return RankInfo(rank, world, rank if local is None else local, True)
+    local_world = _env_int(env, "LOCAL_WORLD_SIZE")
+    return RankInfo(rank, world, rank if local is None else local, True,
+                    max(1, local_world if local_world is not None else 1))
 
 
 def shard_indices(first: int, count: int, info: RankInfo) -> list[int]:

@@ -204,7 +204,11 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         env[ENV_SEARCH_SPACE] = args.search_space
         if args.search_space_sample is not None:
             env[ENV_SEARCH_SAMPLE] = str(args.search_space_sample)
-        workers = self.worker_count(args)
+        from torchgen_ah import distributed
+
+        # the host's cores are shared by this process's GPU workers and, under torchrun, by the other
+        # ranks on this host
+        workers = self.worker_count(args) * distributed.rank_info().local_world_size
         env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, usable_cores() // workers))
         return env
 
