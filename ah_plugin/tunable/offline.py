@@ -37,6 +37,13 @@ def _progress(iterable, **kwargs):
     return tqdm(iterable, **kwargs)
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def _dtypes(text: str):
     import torch
 
@@ -257,6 +264,8 @@ def mgpu_tune_gemm_in_file(filename_pattern: str, num_gpus: int) -> str:
         shard_path = os.path.join(workdir, f"untuned{index}.csv")
         F.append_untuned(shard_path, shard)
         env = dict(os.environ, **{S.ENABLED: "1", S.TUNING: "1", S.RECORD_UNTUNED: "0", S.FILENAME: results_path})
+        # the workers share the host's cores: each compiles with its share unless the user chose a count
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, _usable_cores() // num_gpus)))
         command = [sys.executable, "-m", "ah_plugin.tunable.offline", "worker", shard_path, str(index)]
         procs.append((index, subprocess.Popen(command, env=env)))
     failed = []
