@@ -67,7 +67,10 @@ class TunableCachePolicy:
         db.ensure_loaded()
         return f"tunable=on;tuning={int(S.tuning_is_enabled())};top1={int(S.use_heuristic_top1())};results={db.digest()}"
 
-    def select(self, request: AutotuneRequest) -> list[str] | None:
+    @staticmethod
+    def _lookup(request: AutotuneRequest):
+        """(key, entry or None, wildcard) of this autotuning in the loaded results; None when the cache is
+        off or the operation has no key."""
         if not S.is_enabled():
             return None
         key = request_key(request)
@@ -76,6 +79,14 @@ class TunableCachePolicy:
         db = store()
         db.ensure_loaded()
         entry, wildcard = db.lookup(request.op_name, key)
+        return key, entry, wildcard
+
+    def select(self, request: AutotuneRequest) -> list[str] | None:
+        found = self._lookup(request)
+        if found is None:
+            return None
+        key, entry, wildcard = found
+        db = store()
         if entry is not None:
             chosen = self._resolve(entry, request)
             if chosen is not None:
@@ -121,14 +132,10 @@ class TunableCachePolicy:
 
     def _tuning_miss(self, request: AutotuneRequest) -> P.GemmParams | None:
         """The key when this autotuning misses the cache and is tuned (cache and tuning on); else None."""
-        if not S.is_enabled() or not S.tuning_is_enabled():
+        found = self._lookup(request) if S.tuning_is_enabled() else None
+        if found is None:
             return None
-        key = request_key(request)
-        if key is None:
-            return None
-        db = store()
-        db.ensure_loaded()
-        entry, _ = db.lookup(request.op_name, key)
+        key, entry, _ = found
         if entry is not None and (entry.solution == F.DEFAULT_SOLUTION or entry.solution in request.candidates):
             return None  # a hit: the recorded choice is compiled, nothing is compared or timed
         return key
