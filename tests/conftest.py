@@ -21,3 +21,16 @@ def tunable_env(monkeypatch, tmp_path):
     store().clear()
     yield tmp_path
     store().clear()
+
+
+@pytest.fixture
+def clean_use_env(monkeypatch):
+    """No use-mode AH_PLUGIN_* variables from outside, and an empty artifact cache before and after."""
+    from ah_plugin import artifact_loader
+
+    for var in ("AH_PLUGIN_TOP_K", "AH_PLUGIN_TOP_K_MASS", "AH_PLUGIN_MIN_CHOICES", "AH_PLUGIN_KEEP_ATEN",
+                "AH_PLUGIN_VERBOSE", "AH_PLUGIN_ARTIFACT_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    artifact_loader.clear_cache()
+    yield
+    artifact_loader.clear_cache()

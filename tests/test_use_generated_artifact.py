@@ -43,13 +43,8 @@ def times_for(m):
 
 
 @pytest.fixture(autouse=True)
-def clean(monkeypatch):
-    for var in ("AH_PLUGIN_TOP_K", "AH_PLUGIN_TOP_K_MASS", "AH_PLUGIN_MIN_CHOICES", "AH_PLUGIN_KEEP_ATEN",
-                "AH_PLUGIN_VERBOSE", "AH_PLUGIN_ARTIFACT_DIR"):
-        monkeypatch.delenv(var, raising=False)
-    artifact_loader.clear_cache()
+def clean(clean_use_env):
     yield
-    artifact_loader.clear_cache()
 
 
 def write_log(path, ms):

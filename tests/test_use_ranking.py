@@ -63,13 +63,8 @@ def request(m=32, candidates=None, op="mm", meta=H100_META):
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for var in ("AH_PLUGIN_TOP_K", "AH_PLUGIN_TOP_K_MASS", "AH_PLUGIN_MIN_CHOICES", "AH_PLUGIN_KEEP_ATEN",
-                "AH_PLUGIN_VERBOSE", "AH_PLUGIN_ARTIFACT_DIR"):
-        monkeypatch.delenv(var, raising=False)
-    artifact_loader.clear_cache()
+def clean_env(clean_use_env):
     yield
-    artifact_loader.clear_cache()
 
 
 def policy(tmp_path, **kw):
