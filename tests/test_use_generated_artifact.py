@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from ah_plugin import artifact_loader, features, log_format
+from ah_plugin import features, log_format
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.ranking import RankingPolicy
 from torchgen_ah import train_generic
