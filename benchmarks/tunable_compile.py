@@ -33,7 +33,8 @@ compile within 10% of max-autotune off, zero benchmarks, the same kernels as the
     PYTHONPATH=. python benchmarks/tunable_compile.py --out-dir /tmp/tc --device cuda --max-minutes 4
 
 `--max-minutes` skips the least informative runs (warm `default`/`tune`, then cold GEMM-only `default`)
-when the remaining budget cannot hold them. Writes its section of benchmarks/RESULTS.md (between
+when the remaining budget cannot hold them. `--variants gemm` runs the GEMM-only variant alone (the bar's
+like-for-like comparison, see RESULTS.md); `--variants gemm,mode` runs it first. Writes its section of benchmarks/RESULTS.md (between
 `<!-- BEGIN tunable_compile -->` markers) unless `--no-write`.
 """
 
@@ -45,6 +46,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -144,6 +146,14 @@ PRIORITY = [
 ]
 
 
+def prioritized(variants: list[str]) -> list[tuple[str, str]]:
+    """PRIORITY restricted to `variants`; the first variant named goes first (off stays first of all)."""
+    rank = {variant: i for i, variant in enumerate(variants)}
+    runs = [(key, phase) for key, phase in PRIORITY if key == "off" or split_key(key)[0] in rank]
+    return sorted(runs, key=lambda run: (run[0] != "off" or run[1] != "cold",
+                                         rank.get(split_key(run[0])[0], -1), PRIORITY.index(run)))
+
+
 def split_key(key: str) -> tuple[str, str]:
     """`mode_hit` -> ("mode", "hit"); `off` -> ("off", "off")."""
     return ("off", "off") if key == "off" else tuple(key.split("_", 1))  # type: ignore[return-value]
@@ -159,8 +169,10 @@ def copy_results(src_dir: str, src_prefix: str, dst_dir: str, dst_prefix: str) -
     return copied
 
 
-def run(key: str, phase: str, device: str, model: str, out_dir: str) -> dict:
-    """One fresh process; its Inductor/Triton caches live in `<out_dir>/<key>/inductor` (kept for warm)."""
+def run(key: str, phase: str, device: str, model: str, out_dir: str, profile: bool = False) -> dict:
+    """One fresh process; its Inductor/Triton caches live in `<out_dir>/<key>/inductor` (kept for warm).
+    `profile`: the child runs under cProfile and `<key>/profile_<phase>.txt` gets where its time went
+    (main thread; kernel compiles in worker processes show up as waits). Profiled timings are not used."""
     variant, mode = split_key(key)
     run_dir = os.path.join(out_dir, key)
     os.makedirs(run_dir, exist_ok=True)
@@ -186,19 +198,49 @@ def run(key: str, phase: str, device: str, model: str, out_dir: str) -> dict:
                    AH_TUNABLE_VERBOSE="2", AH_TUNABLE_VERBOSE_FILENAME=verbose_file)
         env["AH_TUNABLE_TUNING"] = "1" if mode == "tune" else "0"
     spec = {"variant": variant, "mode": mode, "device": device, "model": model, "warm": phase == "warm"}
+    command = [sys.executable, "-c", CHILD, json.dumps(spec)]
+    if profile:
+        child_path, stats_path = os.path.join(run_dir, "child.py"), os.path.join(run_dir, f"profile_{phase}.prof")
+        with open(child_path, "w") as handle:
+            handle.write(CHILD)
+        command = [sys.executable, "-m", "cProfile", "-o", stats_path, child_path, json.dumps(spec)]
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{key} ({phase}) failed:\n{proc.stderr[-4000:]}")
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     result = json.loads(line[len("RESULT "):])
     result["wall"] = time.perf_counter() - started
+    if profile:
+        write_profile_text(stats_path, os.path.join(run_dir, f"profile_{phase}.txt"))
     result["choices"] = {}
     if os.path.exists(verbose_file):
         for text in open(verbose_file):
             match = re.search(r"(?:tuned|hit) (\S+?,\S+) -> (\S+)", text)
             if match:
                 result["choices"][match.group(1)] = match.group(2)
+    return result
+
+
+def write_profile_text(stats_path: str, text_path: str) -> None:
+    """The top functions by cumulative and by own time of a cProfile dump, as text."""
+    import io
+    import pstats
+
+    text = io.StringIO()
+    stats = pstats.Stats(stats_path, stream=text).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(120)
+    stats.sort_stats("tottime").print_stats(30)
+    with open(text_path, "w") as handle:
+        handle.write(text.getvalue())
+
+
+def repeat_warm(key: str, args: argparse.Namespace, first: dict) -> dict:
+    """`--warm-repeats N`: N warm runs of `key` in all (alternating with nothing else); the reported
+    seconds are their median, every value is kept in `seconds_all`."""
+    runs = [first] + [run(key, "warm", args.device, args.model, args.out_dir) for _ in range(args.warm_repeats - 1)]
+    result = dict(first, seconds=statistics.median(r["seconds"] for r in runs))
+    result["seconds_all"] = [r["seconds"] for r in runs]
     return result
 
 
@@ -220,7 +262,7 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
     skipped = []
     start = time.perf_counter()
     budget = args.max_minutes * 60 if args.max_minutes else None
-    for key, phase in PRIORITY:
+    for key, phase in prioritized(args.variants):
         if phase == "warm" and "cold" not in results.get(key, {}):
             skipped.append((key, phase))
             continue
@@ -232,7 +274,14 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
             skipped.append((key, phase))
             continue
         print(f"[{elapsed:6.1f}s] {key} ({phase})", file=sys.stderr, flush=True)
-        results.setdefault(key, {})[phase] = run(key, phase, args.device, args.model, args.out_dir)
+        result = run(key, phase, args.device, args.model, args.out_dir)
+        if phase == "warm" and args.warm_repeats > 1 and (key == "off" or key.endswith("_hit")):
+            result = repeat_warm(key, args, result)
+        results.setdefault(key, {})[phase] = result
+    if args.profile:  # after the measurements: where the warm off and hit runs spend their time
+        for key in [k for k in results if (k == "off" or k.endswith("_hit")) and "warm" in results[k]]:
+            print(f"[profile] {key} (warm)", file=sys.stderr, flush=True)
+            run(key, "warm", args.device, args.model, args.out_dir, profile=True)
     return results, skipped
 
 
@@ -271,6 +320,10 @@ def render(results: dict, skipped: list, args: argparse.Namespace) -> str:
         command += f" --model {args.model}"
     if args.max_minutes:
         command += f" --max-minutes {args.max_minutes:g}"
+    if args.warm_repeats > 1:
+        command += f" --warm-repeats {args.warm_repeats}"
+    if args.variants != list(VARIANTS):
+        command += f" --variants {','.join(args.variants)}"
     model = next(r["model"] for phases in results.values() for r in phases.values())
     lines = [
         f"Model: {model} on {args.device}. Command: `{command}`",
@@ -311,6 +364,11 @@ def render(results: dict, skipped: list, args: argparse.Namespace) -> str:
             f"| {counts(lambda r: str(sum(n for _, n in r['benchmarked'])))} "
             f"| {counts(lambda r: str(sum(r['other'].values())))} | {stats} |"
         )
+    repeated = [(key, phases["warm"]["seconds_all"]) for key, phases in results.items()
+                if "seconds_all" in phases.get("warm", {})]
+    if repeated:
+        lines += ["", "Warm runs repeated (median reported): " + "; ".join(
+            f"{key}: {', '.join(f'{v:.2f}' for v in values)} s" for key, values in repeated) + "."]
     if skipped:
         lines += ["", "Skipped (budget or a missing prerequisite): "
                   + ", ".join(f"{key} ({phase})" for key, phase in skipped) + "."]
@@ -338,9 +396,20 @@ def main() -> None:
     parser.add_argument("--model", default="auto", choices=["auto", "bert", "mlp", "tiny"],
                         help="auto: BERT when transformers is installed, else the 768-3072 MLP")
     parser.add_argument("--max-minutes", type=float, default=0, help="skip low-priority runs beyond this budget")
+    parser.add_argument("--variants", default="mode,gemm",
+                        help="comma-separated variants to run, most important first (mode, gemm)")
+    parser.add_argument("--warm-repeats", type=int, default=1,
+                        help="run the warm off and hit runs this many times each and report the median")
+    parser.add_argument("--profile", action="store_true",
+                        help="afterwards, run the warm off and hit runs once more under cProfile "
+                             "(<out-dir>/<run>/profile_warm.txt; not part of the table)")
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args()
     args.out_dir = os.path.abspath(args.out_dir)
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown or not args.variants:
+        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
     os.makedirs(args.out_dir, exist_ok=True)
     results, skipped = run_all(args)
     table = render(results, skipped, args)

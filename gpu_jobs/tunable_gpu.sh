@@ -4,7 +4,8 @@
 #  2. benchmarks/tunable_compile.py (at most TC_MAX_MINUTES=4 minutes of runs): a small real model
 #     compiled with max-autotune off, and default autotuning / a tuning run / a cache hit (tuning off),
 #     each under max-autotune mode and under GEMM autotuning only, from cold caches and again on a warm
-#     kernel cache (FX graph, AOTAutograd and autotune-results caches off);
+#     kernel cache (FX graph, AOTAutograd and autotune-results caches off); TC_VARIANTS=gemm runs only
+#     the GEMM-autotuning-only variant (the bar's like-for-like comparison);
 #  3. offline tuning of the untuned shapes recorded with tuning off, on every GPU of the host.
 # Writes $OUT/tests.txt, $OUT/tunable_compile.{md,json}, $OUT/tc/* (results files, verbose logs),
 # $OUT/results0.csv, $OUT/RESULTS.md, $OUT/offline/*. The Inductor caches stay in $TC_WORK (not in $OUT).
@@ -18,6 +19,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: the CPU-path tests already ra
 fi
 TC_WORK="${TC_WORK:-/tmp/tunable_tc}"
 python3 benchmarks/tunable_compile.py --out-dir "$TC_WORK" --device cuda --max-minutes "${TC_MAX_MINUTES:-4}" \
+  --variants "${TC_VARIANTS:-mode,gemm}" \
   | tee "$OUT/tunable_compile.md"
 for run_dir in "$TC_WORK"/*/; do  # results files and verbose logs only, not the kernel caches
   name="$(basename "$run_dir")"; mkdir -p "$OUT/tc/$name"

@@ -31,6 +31,29 @@ def test_mm_input_key_matches_the_plugin_feature_columns():
     assert mm_tensor_descriptions(MMInput(2, 3, 4, False, True, "float16"))[1]["stride"] == [1, 3]
 
 
+def test_tf32_switch_keeps_torch_precision_apis_consistent():
+    """gen_data_mm's TF32 switch must leave torch.get_float32_matmul_precision() readable (Inductor's
+    autotune cache lookup calls it on every compile; setting only the per-backend fp32_precision made it
+    raise and failed every fp32 input on the H200) and must be what the plugin's feature reads."""
+    import torch
+
+    from ah_plugin import inductor_hooks
+    from torchgen_ah.mm.gen_data_mm import _set_tf32
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        _set_tf32(torch, True)
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+        assert inductor_hooks._tf32_enabled() is True
+        _set_tf32(torch, False)
+        assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert inductor_hooks._tf32_enabled() is False
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
 def test_batches_group_by_dtype_and_tf32_and_respect_memory():
     runner = BenchmarkRunnerMM()
     from torchgen_ah.benchmark_runner import Task

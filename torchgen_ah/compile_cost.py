@@ -88,7 +88,8 @@ def worker(spec: dict) -> None:
 
         inductor_config.freezing = True
     _warm_up(torch, device)
-    for row in spec["shapes"]:
+
+    def first_call_seconds(row) -> float:
         torch._dynamo.reset()
         fn, args = make_case(torch, row, device)
         compiled = torch.compile(fn, mode=spec["compile_mode"], dynamic=False)
@@ -99,10 +100,33 @@ def worker(spec: dict) -> None:
             compiled(*args)
         if device == "cuda":
             torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
+        return time.perf_counter() - start
+
+    for row in spec["shapes"]:
+        seconds = first_call_seconds(row)
         with open(spec["result_path"], "a", encoding="utf-8") as f:
             f.write(json.dumps({"mode": spec["mode"], "op": row["op"], "shape": shape_label(row),
                                 "seconds": seconds}) + "\n")
+    if spec.get("profile_shape"):
+        write_profile(lambda: first_call_seconds(spec["profile_shape"]), spec["profile_path"])
+
+
+def write_profile(call, path: str) -> None:
+    """Where a mode's compile time goes: ``call`` under cProfile (main thread), the top functions by
+    cumulative and by own time. Profiled runs are slower; they are never part of the measured seconds."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    seconds = profiler.runcall(call)
+    text = io.StringIO()
+    text.write(f"first call under cProfile: {seconds:.2f} s\n")
+    stats = pstats.Stats(profiler, stream=text).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(45)
+    stats.sort_stats("tottime").print_stats(25)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text.getvalue())
 
 
 def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, module: str, extra=None) -> int:
@@ -208,6 +232,9 @@ def main(argv=None) -> int:
     parser.add_argument("--modes", default=",".join(ALL_MODES))
     parser.add_argument("--device", default=None)
     parser.add_argument("--max-minutes", type=float, default=2.5)
+    parser.add_argument("--profile", action="store_true",
+                        help="after the measured shapes, compile the file's next shape under cProfile and write "
+                             "OUT/<mode>.profile.txt (not part of the measurement)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -215,7 +242,8 @@ def main(argv=None) -> int:
             worker(json.load(f))
         return 0
     try:
-        shapes = read_shapes(args.shapes_file)[: args.shapes]
+        all_shapes = read_shapes(args.shapes_file)
+        shapes = all_shapes[: args.shapes]
     except (OSError, ShapesError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -227,8 +255,12 @@ def main(argv=None) -> int:
             return 2
     result_path = fresh_results_path(args.out)
     deadline = time.time() + args.max_minutes * 60
-    status = run_steps(modes, deadline,
-                       lambda step, left: run_mode(step, shapes, device, args.out, left, "torchgen_ah.compile_cost"))
+    extra = None
+    if args.profile and len(all_shapes) > args.shapes:
+        extra = {"profile_shape": all_shapes[args.shapes]}
+    status = run_steps(modes, deadline, lambda step, left: run_mode(
+        step, shapes, device, args.out, left, "torchgen_ah.compile_cost",
+        dict(extra, profile_path=os.path.join(args.out, f"{step}.profile.txt")) if extra else None))
     results = read_results(result_path)
     summary = summarize_cost(results)
     with open(os.path.join(args.out, "compile_cost.json"), "w", encoding="utf-8") as f:

@@ -64,7 +64,10 @@ _DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 # Nominal H100/H200-class dense rates (FLOP/s) and memory bandwidth (B/s) for a rough cost of one call of an
 # input: only used to keep expensive inputs out of shared batches and, optionally, out of a budgeted run.
-_NOMINAL_FLOPS = {"bfloat16": 8e14, "float16": 8e14, "float32_tf32": 4e14, "float32": 6e13}
+# Rates for the cost estimate (batching, --max-estimated-ms), not for any measurement. fp32 without TF32
+# is set well below the H200's nominal 67 TFLOP/s: Triton's candidates take the FMA path there, and a
+# batch of such inputs estimated at <= 20 ms per call still outlasted a 5-minute budget (2026-11-29).
+_NOMINAL_FLOPS = {"bfloat16": 8e14, "float16": 8e14, "float32_tf32": 4e14, "float32": 1.5e13}
 _NOMINAL_BYTES_PER_S = 4e12
 
 
@@ -440,12 +443,12 @@ def configure_inductor_for_collection(torch, inductor_config) -> None:
 
 
 def _set_tf32(torch, enabled: bool) -> None:
-    """TF32 for fp32 matmuls, through the API the plugin reads (``fp32_precision`` where it exists)."""
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = "tf32" if enabled else "ieee"
-    else:  # pragma: no cover - torch before 2.9
-        matmul.allow_tf32 = enabled
+    """TF32 for fp32 matmuls through ``torch.set_float32_matmul_precision``, which keeps the legacy flag
+    (``allow_tf32``, read by Inductor's templates) and the per-backend ``fp32_precision`` (read by the
+    plugin) in step. Setting only ``backends.cuda.matmul.fp32_precision`` leaves the global precision
+    unset, and Inductor's autotune cache lookup then fails every fp32 compile ("mix of the legacy and new
+    APIs", H200 run of 2026-11-29)."""
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
 
 
 def _constant_weights_module(weights):
