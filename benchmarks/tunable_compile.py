@@ -279,7 +279,9 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
             result = repeat_warm(key, args, result)
         results.setdefault(key, {})[phase] = result
     if args.profile:  # after the measurements: where the warm off and hit runs spend their time
-        for key in [k for k in results if (k == "off" or k.endswith("_hit")) and "warm" in results[k]]:
+        wanted = None if args.profile == "all" else set(args.profile.split(","))
+        for key in [k for k in results if (k == "off" or k.endswith("_hit")) and "warm" in results[k]
+                    and (wanted is None or k in wanted)]:
             print(f"[profile] {key} (warm)", file=sys.stderr, flush=True)
             run(key, "warm", args.device, args.model, args.out_dir, profile=True)
     return results, skipped
@@ -400,9 +402,10 @@ def main() -> None:
                         help="comma-separated variants to run, most important first (mode, gemm)")
     parser.add_argument("--warm-repeats", type=int, default=1,
                         help="run the warm off and hit runs this many times each and report the median")
-    parser.add_argument("--profile", action="store_true",
-                        help="afterwards, run the warm off and hit runs once more under cProfile "
-                             "(<out-dir>/<run>/profile_warm.txt; not part of the table)")
+    parser.add_argument("--profile", nargs="?", const="all", default=None,
+                        help="afterwards, run the warm off and hit runs (or the comma-separated runs named, "
+                             "e.g. gemm_hit) once more under cProfile (<out-dir>/<run>/profile_warm.txt; "
+                             "not part of the table)")
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args()
     args.out_dir = os.path.abspath(args.out_dir)

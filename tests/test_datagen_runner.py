@@ -237,3 +237,34 @@ class BrokenSetupRunner(ToyRunner):
 
 if __name__ == "__main__":
     sys.exit(ToyRunner().run())
+
+
+# The tail of a real compile error journaled on the H200 (paths shortened): the last line is advice.
+_DYNAMO_TAIL = """  File "site-packages/torch/_inductor/codecache.py", line 286, in lookup
+    precision = torch.get_float32_matmul_precision()
+                ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+torch._inductor.exc.InductorError: LoweringException: RuntimeError: PyTorch is checking the matmul precision
+  target: aten.mm.default
+  args[0]: TensorBox(StorageBox(
+  ))RuntimeError: PyTorch is checking the matmul precision without a specific backend name
+  target: aten.mm.default
+  ))
+Found from :
+   File "torchgen_ah/mm/gen_data_mm.py", line 351, in _mm_all
+    products.append(operands[i] @ operands[i + 1])
+
+
+Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug to PyTorch). For even more developer context, set TORCH_LOGS="+dynamo"
+"""
+
+
+def test_error_headline_names_the_error_not_torchs_advice_line():
+    from torchgen_ah.benchmark_runner import error_headline
+
+    assert error_headline(_DYNAMO_TAIL).startswith("torch._inductor.exc.InductorError: LoweringException: "
+                                                   "RuntimeError: PyTorch is checking the matmul precision")
+    assert error_headline("Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad m\n") \
+        == "ValueError: bad m"
+    assert error_headline("no result after 120s; worker killed") == "no result after 120s; worker killed"
+    assert error_headline("worker died\nSet TORCHDYNAMO_VERBOSE=1 for more") == "worker died"
+    assert error_headline("") == ""

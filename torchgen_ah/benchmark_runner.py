@@ -582,7 +582,7 @@ class _Pool:
         else:
             self.summary.failed[status] += 1
             self._say(f"[{status}] sample {task.index} ({self.runner.describe_input(task.spec)}) on {device}: "
-                      f"{error.strip().splitlines()[-1] if error.strip() else ''}")
+                      f"{error_headline(error)}")
         if self.bar is not None:
             self.bar.update(1)
             minutes = (time.monotonic() - self.start_time) / 60.0
@@ -694,9 +694,8 @@ class _Pool:
         the bad one will fail again); a single input's failure is journaled."""
         seconds = time.monotonic() - worker.task_started
         if len(batch) > 1:
-            last = error.strip().splitlines()[-1] if error.strip() else ""
             self._say(f"[{status}] batch of {len(batch)} inputs ({', '.join(str(t.index) for t in batch)}) "
-                      f"on {worker.device} after {seconds:.0f}s: {last}; retrying them one by one")
+                      f"on {worker.device} after {seconds:.0f}s: {error_headline(error)}; retrying them one by one")
             for task in reversed(batch):
                 task.solo = True
                 self.pending.appendleft([task])
@@ -716,7 +715,7 @@ class _Pool:
             elif kind == "setup_failed":
                 worker.failed_starts += 1
                 self._say(f"worker {worker.slot} on {worker.device} setup failed: "
-                          f"{message.get('error', '').strip().splitlines()[-1:]}")
+                          f"{error_headline(message.get('error', ''))}")
                 worker.kill()
             elif kind == "result" and worker.state == "busy" and worker.batch is not None:
                 batch = worker.batch
@@ -762,6 +761,27 @@ class _Pool:
             if batch:
                 limit = self.args.timeout_per_sample * len(batch)
                 self._failed(worker, batch, "timeout", f"no result after {limit}s; worker killed")
+
+
+# Lines that end many torch tracebacks and say nothing about the error itself.
+_BOILERPLATE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context", "Found from", "File ",
+                "^", "~", "target:", "args[", "))", ")")
+
+
+def error_headline(error: str, limit: int = 300) -> str:
+    """The line of a traceback that names the error (``RuntimeError: ...``), for one-line messages. Torch's
+    compile errors end with advice lines ("Set TORCHDYNAMO_VERBOSE=1 ..."), so the last line alone hides
+    what failed; this takes the last ``SomethingError: message`` line, else the last informative line."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if ":" in line and head.replace(".", "").replace("_", "").isalnum() and head.endswith(
+                ("Error", "Exception", "Exit", "Interrupt", "Timeout")):
+            return line[:limit]
+    for line in reversed(lines):
+        if not line.startswith(_BOILERPLATE):
+            return line[:limit]
+    return lines[-1][:limit] if lines else ""
 
 
 def format_exception(exc: BaseException) -> str:
