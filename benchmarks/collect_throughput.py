@@ -100,13 +100,18 @@ def run_per_process(shapes, reps, log_path, space, sample, device="cuda") -> flo
     return time.perf_counter() - start
 
 
-def run_warm(shapes_path, count, reps, log_path, space, sample, batch_size, device="cuda") -> float:
-    """Wall seconds of the warm worker measuring all inputs in batches (worker start included)."""
+def run_warm(shapes_path, count, reps, log_path, space, sample, batch_size, device="cuda", per_gpu=1) -> float:
+    """Wall seconds of the warm worker(s) measuring all inputs in batches (worker start included).
+    ``per_gpu`` > 1: that many workers share the GPU, taking turns on it (``--workers-per-gpu``; on the CPU
+    the same protocol through ``--num-workers`` and ``--exclusive-timing``)."""
     env = plugin_env(log_path, space, sample, device)
     cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--shapes", shapes_path, "-o", log_path,
            "--device", device,
            "--num-reps", str(reps), "--num-samples", str(count), "--search-space", space, "--no-progress",
            "--batch-size", str(batch_size)]
+    if per_gpu > 1:
+        cmd += (["--workers-per-gpu", str(per_gpu)] if device == "cuda"
+                else ["--num-workers", str(per_gpu), "--exclusive-timing"])
     if sample is not None:
         cmd += ["--search-space-sample", str(sample)]
     start = time.perf_counter()
@@ -183,6 +188,24 @@ def compare(base: dict, warm: dict):
             "p90": float(np.percentile(arr, 90))}
 
 
+def shared_section(args, count, seconds, done, rate, warm_rate, agreement, spread) -> list[str]:
+    """The lines reporting N workers sharing one GPU against one warm worker on the same K inputs."""
+    lines = ["", f"**{args.shared_gpu} workers sharing the GPU** (`--workers-per-gpu {args.shared_gpu}`, turn-taking "
+             "on the GPU, cores split): ", "",
+             "| way | inputs measured | inputs with all choices timed | wall s | inputs / GPU-minute |",
+             "| --- | --- | --- | --- | --- |",
+             f"| {args.shared_gpu} warm workers per GPU, batches of {args.batch_size} | {count} | {len(done)} | "
+             f"{seconds:.1f} | {rate:.2f} |", "",
+             f"Throughput ratio, shared / one warm worker: **{rate / warm_rate:.2f}x**." if warm_rate > 0 else
+             "Throughput ratio: one warm worker timed nothing."]
+    if agreement:
+        lines.append(f"Per-choice agreement, shared / one warm worker over {agreement['pairs']} (input, choice) "
+                     f"medians: median {agreement['median']:.3f}, 10th-90th percentile "
+                     f"{agreement['p10']:.3f}-{agreement['p90']:.3f}.")
+    lines.append("- " + spread_line("shared", spread))
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--num-shapes", type=int, default=8, help="K inputs measured by the batched way")
@@ -200,6 +223,10 @@ def main(argv=None) -> int:
                    help="cpu: a smoke test of the script (packed_linear, tiny --max-dim), not a figure")
     p.add_argument("--out-dir", default=None)
     p.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
+    p.add_argument("--shared-gpu", type=int, default=0, metavar="N",
+                   help="also measure N warm workers sharing the GPU (--workers-per-gpu N), against one warm "
+                        "worker: throughput ratio and per-choice agreement")
+    p.add_argument("--no-fresh", action="store_true", help="skip the fresh-process way (GPU time is scarce)")
     p.add_argument("--single-sample", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.single_sample:
@@ -213,19 +240,29 @@ def main(argv=None) -> int:
     write_shapes(shapes_path, shapes)
     base_log = os.path.join(out_dir, "fresh_process.txt")
     warm_log = os.path.join(out_dir, "warm_batched.txt")
-    for path in (base_log, warm_log, warm_log + ".progress.jsonl", warm_log + ".done.json"):
-        if os.path.exists(path):
-            os.remove(path)
+    shared_log = os.path.join(out_dir, "warm_shared.txt")
+    for log in (base_log, warm_log, shared_log):
+        for path in (log, log + ".progress.jsonl", log + ".done.json"):
+            if os.path.exists(path):
+                os.remove(path)
 
     warm_s = run_warm(shapes_path, len(shapes), args.num_reps, warm_log, args.search_space,
                       args.search_space_sample, args.batch_size, args.device)
-    base_s = run_per_process(subset, args.num_reps, base_log, args.search_space, args.search_space_sample,
-                             args.device)
+    base_s = 0.0 if args.no_fresh else run_per_process(
+        subset, args.num_reps, base_log, args.search_space, args.search_space_sample, args.device)
     base_med, base_done = per_choice_medians(base_log)
     warm_med, warm_done = per_choice_medians(warm_log)
-    base_rate = len(base_done) / (base_s / 60.0)
+    base_rate = len(base_done) / (base_s / 60.0) if base_s else 0.0
     warm_rate = len(warm_done) / (warm_s / 60.0)
     agreement = compare(base_med, warm_med)
+    shared_lines = []
+    if args.shared_gpu > 1:
+        shared_s = run_warm(shapes_path, len(shapes), args.num_reps, shared_log, args.search_space,
+                            args.search_space_sample, args.batch_size, args.device, per_gpu=args.shared_gpu)
+        shared_med, shared_done = per_choice_medians(shared_log)
+        shared_rate = len(shared_done) / (shared_s / 60.0)
+        shared_lines = shared_section(args, len(shapes), shared_s, shared_done, shared_rate, warm_rate,
+                                      compare(warm_med, shared_med), repetition_spread(shared_log))
 
     gpu = "unknown GPU"
     try:
@@ -239,7 +276,8 @@ def main(argv=None) -> int:
         "| way | inputs measured | inputs with all choices timed | wall s | inputs / GPU-minute |",
         "| --- | --- | --- | --- | --- |",
         f"| fresh process per input (upstream way) | {len(subset)} (first of the K) | {len(base_done)} | "
-        f"{base_s:.1f} | {base_rate:.2f} |",
+        f"{base_s:.1f} | {base_rate:.2f} |" if base_s else "| fresh process per input (upstream way) | "
+        "not run (--no-fresh) | - | - | - |",
         f"| warm worker, batches of {args.batch_size} (gen_data_mm) | {len(shapes)} | {len(warm_done)} | "
         f"{warm_s:.1f} | {warm_rate:.2f} |",
     ]
@@ -248,7 +286,7 @@ def main(argv=None) -> int:
              f"dims <= {args.max_dim}), {args.num_reps} reps, search space {args.search_space}. "
              f"The fresh-process rate is measured on the first {len(subset)} of the K inputs.", "", *rows, "",
              f"Throughput ratio (inputs with all choices timed per GPU-minute, batched / fresh): "
-             f"**{speedup:.2f}x**."]
+             f"**{speedup:.2f}x**." if base_s else "Throughput ratio batched / fresh: not measured (--no-fresh)."]
     if agreement:
         lines.append(
             f"Per-choice time agreement, batched / fresh over {agreement['pairs']} (input, choice) medians: "
@@ -259,6 +297,7 @@ def main(argv=None) -> int:
     lines += ["", "Noise floor of each way (agreement is within noise when it sits inside these):", "",
               "- " + spread_line("fresh process", repetition_spread(base_log)),
               "- " + spread_line("warm batched", repetition_spread(warm_log))]
+    lines += shared_lines
     text = "\n".join(lines)
     print(text)
     if not args.no_write:

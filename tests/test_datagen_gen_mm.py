@@ -185,3 +185,67 @@ def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeyp
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     args = runner.parse_args(["-o", "x.txt"])
     assert runner.worker_env(args, "cuda:1")["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(1, cores // 2))
+
+
+def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_path):
+    """Two real CPU workers with --exclusive-timing (what --workers-per-gpu 2 does on a GPU): operand
+    creation, the warm-up's graph run and each logged repetition hold the device lock; the warm-up's
+    compile does not. No two held intervals overlap, and every input is logged completely."""
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("m,k,n,transpose_left,transpose_right,dtype,allow_tf32\n"
+                      "32,64,48,0,0,fp32,0\n16,128,40,0,0,fp32,0\n64,32,24,0,0,fp32,0\n8,96,56,0,0,fp32,0\n")
+    log = tmp_path / "shared.txt"
+    cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--device", "cpu", "--shapes", str(shapes),
+           "-o", str(log), "--num-reps", "2", "--batch-size", "1", "--no-progress", "--num-workers", "2",
+           "--exclusive-timing", "--timeout-per-sample", "120", "--warmup-reps", "1", "--warmup-mode", "compile"]
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_AUTOHEURISTIC_USE", "AH_DATAGEN_INJECT_FAULT")}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(line) for line in open(f"{log}.progress.jsonl") if line.strip()]
+    assert sorted(r["index"] for r in records) == [0, 1, 2, 3] and {r["status"] for r in records} == {"ok"}
+    intervals = []
+    for record in records:
+        info = record["info"]
+        # operands, the warm-up's graph run, and the 2 logged repetitions; the warm-up compile is outside
+        assert len(info["lock_intervals"]) == 4, info
+        assert info["lock_held_seconds"] < sum(info["compile_seconds"]), info
+        intervals += info["lock_intervals"]
+    intervals.sort()
+    for (_, end), (start, _) in zip(intervals, intervals[1:]):
+        assert start >= end - 1e-3, f"two workers held the device at once: {intervals}"
+    from torchgen_ah.ah_log import read_log
+
+    frame = read_log(str(log)).frame
+    per_choice = frame.groupby(["in0_size_0", "choice"]).size()
+    assert sorted(set(frame["in0_size_0"])) == [8, 16, 32, 64]
+    assert set(per_choice.to_numpy().tolist()) == {2} and (frame["feedback"] != 1.0).all()
+
+
+def test_a_killed_lock_holder_does_not_block_the_other_worker(tmp_path):
+    from torchgen_ah.device_lock import DeviceLock
+
+    path = str(tmp_path / "dev.lock")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; sys.path.insert(0, %r)\n"
+        "from torchgen_ah.device_lock import DeviceLock\n"
+        "with DeviceLock(%r).held():\n    print('held', flush=True); time.sleep(600)\n") % (ROOT, path)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        lock = DeviceLock(path)
+        import threading
+
+        got = threading.Event()
+
+        def wait_for_the_lock():
+            with lock.held():
+                got.set()
+
+        waiter = threading.Thread(target=wait_for_the_lock, daemon=True)
+        waiter.start()
+        assert not got.wait(1.0), "the lock was not exclusive"
+        holder.kill()
+        assert got.wait(10.0), "a killed holder kept the lock"
+    finally:
+        holder.kill()
+        holder.wait()

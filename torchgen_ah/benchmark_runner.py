@@ -7,7 +7,9 @@ features identify it (``input_features``). The base class does the rest:
 * the upstream command line (``--device``, ``--use-heuristic``, ``-o``, ``--num-samples``, ``--num-reps``)
   plus ``--seed``, ``--first-sample``, ``--num-gpus``/``--devices``/``--num-workers``,
   ``--timeout-per-sample``, ``--max-minutes``, ``--retry-failed``, ``--merge-to``;
-* warm worker processes (one per GPU): torch is imported once per worker, not once per sample;
+* warm worker processes (one per GPU, or ``--workers-per-gpu`` N taking turns on it through
+  ``device_lock``, each pinned to its own slice of the cores): torch is imported once per worker, not
+  once per sample;
 * batches (``--batch-size``): a worker measures several inputs per request (one compiled graph for the
   mm generator); a batch that fails in any way is retried input by input, so only the bad input is
   skipped. With ``stage_rows`` the worker sends a batch's rows to a staging file and appends them to the
@@ -124,6 +126,13 @@ class BenchmarkRunner:
         p.add_argument("--num-gpus", type=int, default=None, help="one worker per GPU 0..N-1 of this host")
         p.add_argument("--devices", default=None, help="GPU indices for the workers, e.g. 0,2,5")
         p.add_argument("--num-workers", type=int, default=1, help="worker processes with --device cpu")
+        p.add_argument("--workers-per-gpu", type=int, default=1,
+                       help="worker processes per GPU (2: one compiles its next batch while the other times; "
+                            "they take turns on the GPU, see --exclusive-timing, and split the cores)")
+        p.add_argument("--exclusive-timing", action="store_true",
+                       help="workers sharing a device take turns in everything that runs on it (automatic "
+                            "with --workers-per-gpu > 1; with --device cpu it only tests the protocol, since "
+                            "CPU timings share cores with the other workers' compiles)")
         p.add_argument("--timeout-per-sample", type=float, default=300.0,
                        help="seconds one input (all its reps) may take before its worker is killed "
                             "(a batch gets this times its size)")
@@ -355,7 +364,14 @@ class BenchmarkRunner:
                 raise ValueError(f"--device {args.device!r}: expected cuda, cpu or a GPU index") from None
         else:
             gpus = [info.local_rank if info.under_launcher else 0]
-        return [f"cuda:{g}" for g in gpus]
+        if args.workers_per_gpu < 1:
+            raise ValueError("--workers-per-gpu must be >= 1")
+        return [f"cuda:{g}" for g in gpus for _ in range(args.workers_per_gpu)]
+
+    @staticmethod
+    def shares_devices(args) -> bool:
+        """Whether workers on one device take turns (device_lock) and get their own slice of the cores."""
+        return bool(getattr(args, "exclusive_timing", False) or getattr(args, "workers_per_gpu", 1) > 1)
 
     # --- the run -----------------------------------------------------------------------------------------
 
@@ -437,6 +453,8 @@ class _Worker:
         self.deadline = 0.0
         self.task_started = 0.0
         self.failed_starts = 0
+        self.lock_path: str | None = None  # device_lock file shared with the other workers of the device
+        self.cores: list[int] | None = None  # CPU affinity of the worker (and the compilers it starts)
 
     def start(self, runner: BenchmarkRunner, args, argv: list[str], log_path: str) -> None:
         to_child_r, to_child_w = os.pipe()
@@ -449,6 +467,11 @@ class _Worker:
             env["CUDA_VISIBLE_DEVICES"] = distributed.visible_device_id(int(self.device.split(":")[1]))
         env.update({k: str(v) for k, v in runner.worker_env(args, self.device).items()})
         env["AH_DATAGEN_LOG_PATH"] = log_path
+        if self.lock_path:
+            from torchgen_ah.device_lock import ENV_DEVICE_LOCK
+
+            env[ENV_DEVICE_LOCK] = self.lock_path
+        cores = self.cores
         cmd = [sys.executable, "-m", "torchgen_ah._runner_worker",
                str(to_child_r), str(from_child_w), runner.runner_reference()]
         with open(self.log_file, "ab") as out:
@@ -457,6 +480,7 @@ class _Worker:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                 pass_fds=(to_child_r, from_child_w), start_new_session=True,
+                preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None,
             )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -553,6 +577,10 @@ class _Pool:
         self.log_dir = BenchmarkRunner.worker_log_dir(log_path)
         os.makedirs(self.log_dir, exist_ok=True)
         self.workers = [_Worker(i, d, self.log_dir) for i, d in enumerate(devices)]
+        if BenchmarkRunner.shares_devices(args):
+            for worker, cores in zip(self.workers, core_slices(len(self.workers))):
+                worker.lock_path = os.path.join(self.log_dir, f"device-{worker.device.replace(':', '')}.lock")
+                worker.cores = cores
         self.journal = open(BenchmarkRunner.journal_path(log_path), "a", encoding="utf-8")
         self.stop_requested = False
         self.bar = None
@@ -782,6 +810,19 @@ def error_headline(error: str, limit: int = 300) -> str:
         if not line.startswith(_BOILERPLATE):
             return line[:limit]
     return lines[-1][:limit] if lines else ""
+
+
+def core_slices(workers: int) -> list[list[int] | None]:
+    """This process's usable cores split into ``workers`` contiguous slices (None each where the platform
+    has no CPU affinity or there are fewer cores than workers)."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return [None] * workers
+    if len(cores) < workers:
+        return [None] * workers
+    size = len(cores) // workers
+    return [cores[i * size:(i + 1) * size] for i in range(workers)]
 
 
 def format_exception(exc: BaseException) -> str:

@@ -22,6 +22,10 @@ as they are):
   workers;
 * a compile-only warm-up per batch (``--warmup-mode compile``): the kernels are built and loaded before
   the logged repetitions, without timing anything;
+* two workers per GPU (``--workers-per-gpu 2``): one compiles its next batch's warm-up on its half of the
+  cores while the other runs its logged repetitions. They take turns on the GPU (``device_lock``): operand
+  creation, the repetitions and running a compiled graph hold the device's lock, compiling does not, and
+  the warm-up's benchmarker launches nothing, so no timed run ever shares the GPU;
 * cost-aware batches: an input estimated to cost more than ``--batch-gpu-ms`` per call runs alone, so
   one huge input does not hold a whole batch past the time budget (``--max-estimated-ms`` optionally
   leaves such inputs out of a budgeted run).
@@ -43,7 +47,9 @@ import sys
 import tempfile
 import time
 
+from torchgen_ah import device_lock
 from torchgen_ah.benchmark_runner import BenchmarkRunner
+from torchgen_ah.device_lock import held_or_nothing
 from torchgen_ah.shape_sampler import (
     DEFAULT_MEMORY_LIMIT_BYTES,
     DTYPES,
@@ -69,6 +75,7 @@ _DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 # batch of such inputs estimated at <= 20 ms per call still outlasted a 5-minute budget (2026-11-29).
 _NOMINAL_FLOPS = {"bfloat16": 8e14, "float16": 8e14, "float32_tf32": 4e14, "float32": 1.5e13}
 _NOMINAL_BYTES_PER_S = 4e12
+COMPILE_MODE = "max-autotune-no-cudagraphs"
 
 
 def mm_tensor_descriptions(inp: MMInput) -> list[dict]:
@@ -94,6 +101,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         super().__init__()
         self._shapes_cache: tuple[str, list[MMInput]] | None = None
         self._cache_root: str | None = None
+        self._lock: device_lock.DeviceLock | None = None
 
     # --- command line -----------------------------------------------------------------------------------
 
@@ -232,6 +240,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         import torch
         import torch._inductor.config as inductor_config
 
+        self._lock = device_lock.from_environment()
+
         self._cache_root = args.cache_root
         if self._cache_root:
             os.makedirs(self._cache_root, exist_ok=True)
@@ -278,19 +288,28 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             warmup = 1 if self.device == "cuda" else 0
         log_env = self.log_path_env
         logged_path = os.environ.get(log_env) if log_env else None
+        lock = self._lock
         try:
-            fn, operands = self._case(torch, inputs)
+            with held_or_nothing(lock):
+                fn, operands = self._case(torch, inputs)
+                self._synchronize(torch)
             for rep in range(warmup + reps):
                 if log_env and logged_path:  # warm-up compiles log into the throw-away cache folder
                     os.environ[log_env] = os.path.join(cache_dir, "warmup_rows.txt") if rep < warmup else logged_path
                 torch.compiler.reset()
-                compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
                 launch_only = rep < warmup and args.warmup_mode == "compile"
                 start = time.perf_counter()
-                with torch.no_grad(), (launch_only_benchmarks() if launch_only else contextlib.nullcontext()):
-                    outputs = compiled(*operands)
-                if self.device == "cuda":
-                    torch.cuda.synchronize()
+                if launch_only and lock is not None:
+                    # compile outside the turn; only running the compiled graph takes it
+                    compiled = torch.compile(fn, backend=self._turn_taking_backend(torch, lock), dynamic=False)
+                    with torch.no_grad(), launch_only_benchmarks(launch=False):
+                        outputs = compiled(*operands)
+                else:
+                    compiled = torch.compile(fn, mode=COMPILE_MODE, dynamic=False)
+                    with held_or_nothing(lock), torch.no_grad(), (
+                            launch_only_benchmarks() if launch_only else contextlib.nullcontext()):
+                        outputs = compiled(*operands)
+                        self._synchronize(torch)
                 seconds.append(round(time.perf_counter() - start, 3))
                 del outputs
                 bad = [inp.describe() for inp in inputs if (inp.m, inp.k, inp.n) in faulty]
@@ -308,7 +327,35 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             torch.compiler.reset()
             if self.device == "cuda":
                 torch.cuda.empty_cache()
-        return [{"compile_seconds": seconds, "batch": len(inputs)} for _ in inputs]
+        info = {"compile_seconds": seconds, "batch": len(inputs)}
+        if lock is not None:
+            info.update(lock.take_stats())
+        return [dict(info) for _ in inputs]
+
+    def _synchronize(self, torch) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def _turn_taking_backend(self, torch, lock):
+        """A Dynamo backend that is Inductor with ``COMPILE_MODE``'s options (what ``torch.compile(mode=...)``
+        passes), whose compiled graph runs only while this worker holds the device lock."""
+        from torch._inductor import list_mode_options
+        from torch._inductor.compile_fx import compile_fx
+
+        options = list_mode_options(COMPILE_MODE, False)
+
+        def backend(graph_module, example_inputs):
+            compiled = compile_fx(graph_module, example_inputs, config_patches=options)
+
+            def run(*args):
+                with lock.held():
+                    out = compiled(*args)
+                    self._synchronize(torch)
+                return out
+
+            return run
+
+        return backend
 
     def _case(self, torch, inputs: list[MMInput]):
         """(callable, operands) computing every input's a @ b in one graph on this worker's device.
@@ -373,11 +420,12 @@ def estimated_call_ms(inp: MMInput) -> float:
 
 
 @contextlib.contextmanager
-def launch_only_benchmarks():
+def launch_only_benchmarks(launch: bool = True):
     """Inside: Inductor's benchmarker runs each candidate once and reports a constant instead of timing it.
     A warm-up compile under it builds and loads every candidate's kernel (what the warm-up is for) without
-    spending GPU time on measurements nobody logs. Restored on exit; a torch without the benchmarker
-    object gets a plain warm-up."""
+    spending GPU time on measurements nobody logs. ``launch=False``: not even once (a worker sharing its
+    GPU must not run anything there outside its turn; the kernels are compiled by then all the same).
+    Restored on exit; a torch without the benchmarker object gets a plain warm-up."""
     try:
         from torch._inductor.runtime.benchmarking import benchmarker
     except ImportError:  # pragma: no cover - older torch
@@ -385,7 +433,8 @@ def launch_only_benchmarks():
         return
 
     def run_once(_callable, *args, **kwargs):
-        _callable()
+        if launch:
+            _callable()
         return [1.0] if kwargs.get("return_mode") == "all" else 1.0
 
     names = [name for name in ("benchmark_gpu", "benchmark_cpu") if hasattr(benchmarker, name)]
