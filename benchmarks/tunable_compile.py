@@ -235,13 +235,13 @@ def write_profile_text(stats_path: str, text_path: str) -> None:
         handle.write(text.getvalue())
 
 
-def repeat_warm(key: str, args: argparse.Namespace, first: dict) -> dict:
-    """`--warm-repeats N`: N warm runs of `key` in all (alternating with nothing else); the reported
-    seconds are their median, every value is kept in `seconds_all`."""
-    runs = [first] + [run(key, "warm", args.device, args.model, args.out_dir) for _ in range(args.warm_repeats - 1)]
-    result = dict(first, seconds=statistics.median(r["seconds"] for r in runs))
-    result["seconds_all"] = [r["seconds"] for r in runs]
-    return result
+def median_of_repeats(result: dict, extra: list[dict]) -> dict:
+    """`result` with its seconds replaced by the median over it and the `extra` runs of the same key
+    (all values kept in `seconds_all`)."""
+    runs = [result] + extra
+    merged = dict(result, seconds=statistics.median(r["seconds"] for r in runs))
+    merged["seconds_all"] = [r["seconds"] for r in runs]
+    return merged
 
 
 def estimate(key: str, phase: str, results: dict) -> float:
@@ -256,12 +256,19 @@ def estimate(key: str, phase: str, results: dict) -> float:
     return sum(walls) / len(walls) if walls else 0.0
 
 
-def run_all(args: argparse.Namespace) -> tuple[dict, list]:
-    """Run in priority order within the budget; returns {key: {phase: result}} and the skipped runs."""
+def run_all(args: argparse.Namespace, checkpoint=None) -> tuple[dict, list]:
+    """Run in priority order within the budget; returns {key: {phase: result}} and the skipped runs.
+    Then, budget permitting, the extra warm runs of `--warm-repeats` (off and hit alternating, so a drift
+    of the machine hits both alike) and the `--profile` runs. `checkpoint(results, skipped)` is called
+    after every run, so a run killed from outside still leaves what it measured."""
     results: dict = {}
     skipped = []
     start = time.perf_counter()
     budget = args.max_minutes * 60 if args.max_minutes else None
+
+    def fits(seconds: float) -> bool:
+        return budget is None or time.perf_counter() - start + seconds <= budget
+
     for key, phase in prioritized(args.variants):
         if phase == "warm" and "cold" not in results.get(key, {}):
             skipped.append((key, phase))
@@ -269,19 +276,30 @@ def run_all(args: argparse.Namespace) -> tuple[dict, list]:
         if key.endswith("_hit") and "cold" not in results.get(key.replace("_hit", "_tune"), {}):
             skipped.append((key, phase))
             continue
-        elapsed = time.perf_counter() - start
-        if budget is not None and results and elapsed + estimate(key, phase, results) > budget:
+        if results and not fits(estimate(key, phase, results)):
             skipped.append((key, phase))
             continue
-        print(f"[{elapsed:6.1f}s] {key} ({phase})", file=sys.stderr, flush=True)
-        result = run(key, phase, args.device, args.model, args.out_dir)
-        if phase == "warm" and args.warm_repeats > 1 and (key == "off" or key.endswith("_hit")):
-            result = repeat_warm(key, args, result)
-        results.setdefault(key, {})[phase] = result
+        print(f"[{time.perf_counter() - start:6.1f}s] {key} ({phase})", file=sys.stderr, flush=True)
+        results.setdefault(key, {})[phase] = run(key, phase, args.device, args.model, args.out_dir)
+        if checkpoint:
+            checkpoint(results, skipped)
+    repeated = [k for k in results if (k == "off" or k.endswith("_hit")) and "warm" in results[k]]
+    extra: dict = {k: [] for k in repeated}
+    for _ in range(args.warm_repeats - 1):
+        for key in repeated:
+            if not fits(results[key]["warm"]["wall"]):
+                continue
+            print(f"[{time.perf_counter() - start:6.1f}s] {key} (warm, repeat)", file=sys.stderr, flush=True)
+            extra[key].append(run(key, "warm", args.device, args.model, args.out_dir))
+            results[key]["warm"] = median_of_repeats(results[key]["warm"], extra[key])
+            if checkpoint:
+                checkpoint(results, skipped)
     if args.profile:  # after the measurements: where the warm off and hit runs spend their time
         wanted = None if args.profile == "all" else set(args.profile.split(","))
-        for key in [k for k in results if (k == "off" or k.endswith("_hit")) and "warm" in results[k]
-                    and (wanted is None or k in wanted)]:
+        for key in [k for k in repeated if wanted is None or k in wanted]:
+            if not fits(1.5 * results[key]["warm"]["wall"]):
+                print(f"[profile] {key} (warm): skipped, budget spent", file=sys.stderr, flush=True)
+                continue
             print(f"[profile] {key} (warm)", file=sys.stderr, flush=True)
             run(key, "warm", args.device, args.model, args.out_dir, profile=True)
     return results, skipped
@@ -401,7 +419,8 @@ def main() -> None:
     parser.add_argument("--variants", default="mode,gemm",
                         help="comma-separated variants to run, most important first (mode, gemm)")
     parser.add_argument("--warm-repeats", type=int, default=1,
-                        help="run the warm off and hit runs this many times each and report the median")
+                        help="run the warm off and hit runs this many times each (the extra runs after all "
+                             "others, budget permitting) and report the median")
     parser.add_argument("--profile", nargs="?", const="all", default=None,
                         help="afterwards, run the warm off and hit runs (or the comma-separated runs named, "
                              "e.g. gemm_hit) once more under cProfile (<out-dir>/<run>/profile_warm.txt; "
@@ -414,11 +433,18 @@ def main() -> None:
     if unknown or not args.variants:
         parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
     os.makedirs(args.out_dir, exist_ok=True)
-    results, skipped = run_all(args)
-    table = render(results, skipped, args)
+
+    def save(results: dict, skipped: list, final: bool = False) -> str:
+        table = render(results, skipped, args) if results else ""
+        with open(os.path.join(args.out_dir, "tunable_compile.json"), "w") as handle:
+            json.dump({"results": results, "skipped": skipped, "complete": final}, handle, indent=1)
+        with open(os.path.join(args.out_dir, "tunable_compile.md"), "w") as handle:
+            handle.write(table if final else "(partial: the run is still going or was stopped)\n\n" + table)
+        return table
+
+    results, skipped = run_all(args, checkpoint=save)
+    table = save(results, skipped, final=True)
     print(table)
-    with open(os.path.join(args.out_dir, "tunable_compile.json"), "w") as handle:
-        json.dump({"results": results, "skipped": skipped}, handle, indent=1)
     if not args.no_write:
         from benchmarks._results import update_section
 
