@@ -20,6 +20,7 @@ BATCH_MEMORY_GB="${BATCH_MEMORY_GB:-40}"
 STOP_GRACE="${STOP_GRACE:-90}"
 SEARCH_SAMPLE="${SEARCH_SAMPLE:-20}"
 MAX_EST_MS="${MAX_EST_MS:-}"   # leave out inputs estimated above this many ms per call (empty: none)
+WORKERS_PER_GPU="${WORKERS_PER_GPU:-1}"   # 2: two workers per GPU taking turns (see docs/datagen.md)
 COST_ARGS=""; [ -n "$MAX_EST_MS" ] && COST_ARGS="--max-estimated-ms $MAX_EST_MS"
 NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
 [ "$NUM_GPUS" -ge 1 ] || NUM_GPUS=1
@@ -37,12 +38,12 @@ date -u +%Y-%m-%dT%H:%M:%SZ > "$OUT/started_utc.txt"
 
 python3 -m torchgen_ah.mm.gen_data_mm -o "$LOG" \
   --num-samples "$NUM_SAMPLES" --seed "$SEED" --first-sample "$FIRST_SAMPLE" --num-reps "$NUM_REPS" \
-  --num-gpus "$NUM_GPUS" --timeout-per-sample "$TIMEOUT" --max-minutes "$MINUTES" --stop-grace-seconds "$STOP_GRACE" \
+  --num-gpus "$NUM_GPUS" --workers-per-gpu "$WORKERS_PER_GPU" --timeout-per-sample "$TIMEOUT" --max-minutes "$MINUTES" --stop-grace-seconds "$STOP_GRACE" \
   --batch-size "$BATCH_SIZE" --batch-memory-gb "$BATCH_MEMORY_GB" \
   --search-space wide --search-space-sample "$SEARCH_SAMPLE" $COST_ARGS --cache-root "${TMPDIR:-/tmp}/ah_gen_cache" \
   --no-progress 2>&1 | tail -n 200 > "$OUT/collect_stderr.txt"
 
-echo "command: python3 -m torchgen_ah.mm.gen_data_mm -o h200_mm.txt --num-samples $NUM_SAMPLES --seed $SEED --first-sample $FIRST_SAMPLE --num-reps $NUM_REPS --num-gpus $NUM_GPUS --timeout-per-sample $TIMEOUT --max-minutes $MINUTES --batch-size $BATCH_SIZE --batch-memory-gb $BATCH_MEMORY_GB --search-space wide --search-space-sample $SEARCH_SAMPLE $COST_ARGS" > "$OUT/command.txt"
+echo "command: python3 -m torchgen_ah.mm.gen_data_mm -o h200_mm.txt --num-samples $NUM_SAMPLES --seed $SEED --first-sample $FIRST_SAMPLE --num-reps $NUM_REPS --num-gpus $NUM_GPUS --workers-per-gpu $WORKERS_PER_GPU --timeout-per-sample $TIMEOUT --max-minutes $MINUTES --batch-size $BATCH_SIZE --batch-memory-gb $BATCH_MEMORY_GB --search-space wide --search-space-sample $SEARCH_SAMPLE $COST_ARGS" > "$OUT/command.txt"
 cp "$LOG.done.json" "$OUT/${RUN_NAME:-run}.done.json" 2>/dev/null || true
 rm -rf "$LOG.workers.tar.gz"; tar czf "$LOG.workers.tar.gz" -C "$OUT" "$(basename "$LOG").workers" && rm -rf "$LOG.workers"
 tail -n 3 "$OUT/collect_stderr.txt"
