@@ -287,7 +287,9 @@ def main(argv=None) -> int:
              f"The fresh-process rate is measured on the first {len(subset)} of the K inputs.", "", *rows, "",
              f"Throughput ratio (inputs with all choices timed per GPU-minute, batched / fresh): "
              f"**{speedup:.2f}x**." if base_s else "Throughput ratio batched / fresh: not measured (--no-fresh)."]
-    if agreement:
+    if args.no_fresh:
+        pass
+    elif agreement:
         lines.append(
             f"Per-choice time agreement, batched / fresh over {agreement['pairs']} (input, choice) medians: "
             f"median ratio {agreement['median']:.3f}, 10th-90th percentile "
@@ -295,7 +297,7 @@ def main(argv=None) -> int:
     else:
         lines.append("Per-choice time agreement: no (input, choice) pair timed by both ways.")
     lines += ["", "Noise floor of each way (agreement is within noise when it sits inside these):", "",
-              "- " + spread_line("fresh process", repetition_spread(base_log)),
+              *([] if args.no_fresh else ["- " + spread_line("fresh process", repetition_spread(base_log))]),
               "- " + spread_line("warm batched", repetition_spread(warm_log))]
     lines += shared_lines
     text = "\n".join(lines)

@@ -66,7 +66,16 @@ def _tail(exc: BaseException, limit: int = 4000) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-limit:]
 
 
+def pin_to_assigned_cores() -> None:
+    """Workers sharing a device each run on their own slice of the cores (``AH_DATAGEN_CPU_CORES``, set by
+    the runner), before torch starts any thread; the compilers they start inherit it."""
+    cores = os.environ.get("AH_DATAGEN_CPU_CORES", "").strip()
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in cores.split(",")})
+
+
 def main(argv: list[str]) -> int:
+    pin_to_assigned_cores()
     in_fd, out_fd, reference = int(argv[0]), int(argv[1]), argv[2]
     channel = _Channel(in_fd, out_fd)
     init = channel.receive()

@@ -48,6 +48,7 @@ STATUS_OK = "ok"
 FAILURE_KINDS = ("error", "oom", "compile_error", "timeout", "crash")
 
 _TAIL_BYTES = 4000
+ENV_CPU_CORES = "AH_DATAGEN_CPU_CORES"  # cores a worker pins itself to (workers sharing a device)
 
 
 class WorkerStartError(RuntimeError):
@@ -471,7 +472,8 @@ class _Worker:
             from torchgen_ah.device_lock import ENV_DEVICE_LOCK
 
             env[ENV_DEVICE_LOCK] = self.lock_path
-        cores = self.cores
+        if self.cores:
+            env[ENV_CPU_CORES] = ",".join(str(c) for c in self.cores)  # the worker pins itself first thing
         cmd = [sys.executable, "-m", "torchgen_ah._runner_worker",
                str(to_child_r), str(from_child_w), runner.runner_reference()]
         with open(self.log_file, "ab") as out:
@@ -480,7 +482,6 @@ class _Worker:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                 pass_fds=(to_child_r, from_child_w), start_new_session=True,
-                preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None,
             )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -578,7 +579,8 @@ class _Pool:
         os.makedirs(self.log_dir, exist_ok=True)
         self.workers = [_Worker(i, d, self.log_dir) for i, d in enumerate(devices)]
         if BenchmarkRunner.shares_devices(args):
-            for worker, cores in zip(self.workers, core_slices(len(self.workers))):
+            info = distributed.rank_info()
+            for worker, cores in zip(self.workers, worker_core_slices(len(self.workers), info)):
                 worker.lock_path = os.path.join(self.log_dir, f"device-{worker.device.replace(':', '')}.lock")
                 worker.cores = cores
         self.journal = open(BenchmarkRunner.journal_path(log_path), "a", encoding="utf-8")
@@ -708,11 +710,17 @@ class _Pool:
                 if worker.state in ("starting", "busy") and now >= worker.deadline:
                     self._handle_deadline(worker)
 
+    def _time_limit(self, worker: _Worker, batch: Batch) -> float:
+        """Seconds a batch may take: --timeout-per-sample per input, times the workers it takes turns with
+        (a worker may wait that long for the device)."""
+        sharing = sum(1 for w in self.workers if w.device == worker.device) if worker.lock_path else 1
+        return self.args.timeout_per_sample * len(batch) * sharing
+
     def _dispatch(self, worker: _Worker, batch: Batch) -> None:
         worker.batch = batch
         worker.state = "busy"
         worker.task_started = time.monotonic()
-        worker.deadline = worker.task_started + self.args.timeout_per_sample * len(batch)
+        worker.deadline = worker.task_started + self._time_limit(worker, batch)
         items = [{"index": t.index, "spec": t.spec} for t in batch]
         if not worker.send({"cmd": "run", "items": items, "reps": batch[0].reps}):
             self._handle_death(worker)
@@ -787,7 +795,7 @@ class _Pool:
             worker.kill()
             worker.batch = None
             if batch:
-                limit = self.args.timeout_per_sample * len(batch)
+                limit = self._time_limit(worker, batch)
                 self._failed(worker, batch, "timeout", f"no result after {limit}s; worker killed")
 
 
@@ -810,6 +818,13 @@ def error_headline(error: str, limit: int = 300) -> str:
         if not line.startswith(_BOILERPLATE):
             return line[:limit]
     return lines[-1][:limit] if lines else ""
+
+
+def worker_core_slices(workers: int, info: distributed.RankInfo) -> list[list[int] | None]:
+    """The core slices of this process's ``workers``: under torchrun the ranks of a host split the host's
+    cores between all their workers, each rank taking its block by ``LOCAL_RANK``."""
+    slices = core_slices(workers * info.local_world_size)
+    return slices[info.local_rank * workers:(info.local_rank + 1) * workers]
 
 
 def core_slices(workers: int) -> list[list[int] | None]:

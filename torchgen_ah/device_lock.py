@@ -24,8 +24,9 @@ class DeviceLock:
     """An exclusive lock on one file; ``held()`` is a context manager. Not re-entrant (a nested ``held()``
     is a no-op), and it keeps the time it spent waiting and holding for the journal."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, before_release=None) -> None:
         self.path = path
+        self.before_release = before_release  # e.g. a device synchronize: nothing queued outlives the turn
         self._fd: int | None = None
         self.waited = 0.0
         self.held_seconds = 0.0
@@ -50,6 +51,11 @@ class DeviceLock:
         try:
             yield self
         finally:
+            if self.before_release is not None:
+                try:
+                    self.before_release()
+                except Exception:  # noqa: BLE001 - the error in flight (if any) is the one to report
+                    pass
             self._fd = None
             released = time.time()
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -57,6 +63,10 @@ class DeviceLock:
             self.waited += got - asked
             self.held_seconds += time.monotonic() - got
             self.intervals.append((acquired, released))
+
+    @property
+    def is_held(self) -> bool:
+        return self._fd is not None
 
     def take_stats(self) -> dict:
         """Seconds waited and held, and the held intervals, since the last call (then reset)."""
@@ -67,10 +77,10 @@ class DeviceLock:
         return stats
 
 
-def from_environment(environ=None) -> DeviceLock | None:
+def from_environment(environ=None, before_release=None) -> DeviceLock | None:
     """The lock the runner assigned this worker, or None (this worker has its device to itself)."""
     path = (os.environ if environ is None else environ).get(ENV_DEVICE_LOCK, "").strip()
-    return DeviceLock(path) if path else None
+    return DeviceLock(path, before_release) if path else None
 
 
 def held_or_nothing(lock: DeviceLock | None):

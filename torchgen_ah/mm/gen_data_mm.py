@@ -179,9 +179,10 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         return (inp.dtype, bool(inp.allow_tf32) if inp.dtype == "float32" else None)
 
     def batch_weight(self, spec: dict, args) -> float:
-        """The larger of the input's share of ``--batch-memory-gb`` and of ``--batch-gpu-ms``."""
+        """The larger of the input's share of ``--batch-memory-gb`` (split between the workers sharing a GPU,
+        which hold their batches at the same time) and of ``--batch-gpu-ms``."""
         inp = MMInput.from_dict(spec)
-        memory = input_bytes(inp) / (args.batch_memory_gb * 2**30)
+        memory = input_bytes(inp) / (args.batch_memory_gb / max(1, getattr(args, "workers_per_gpu", 1)) * 2**30)
         cost = estimated_call_ms(inp) / args.batch_gpu_ms if args.batch_gpu_ms > 0 else 0.0
         return max(memory, cost)
 
@@ -240,7 +241,9 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         import torch
         import torch._inductor.config as inductor_config
 
-        self._lock = device_lock.from_environment()
+        self._lock = device_lock.from_environment(before_release=lambda: self._synchronize(torch))
+        if self._lock is not None:
+            check_turn_taking_hooks()
 
         self._cache_root = args.cache_root
         if self._cache_root:
@@ -271,6 +274,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         """Compile one function of every input of the batch ``reps`` times; each compile autotunes every
         mm afresh and the collector logs them. Raises on any failure (the runner then retries singly)."""
         import torch
+        import torch._inductor.config as inductor_config
 
         inputs = [MMInput.from_dict(spec) for spec in specs]
         if len({self.batch_key(spec, args) for spec in specs}) != 1:
@@ -289,6 +293,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         log_env = self.log_path_env
         logged_path = os.environ.get(log_env) if log_env else None
         lock = self._lock
+        if lock is not None:
+            lock.take_stats()  # a failed batch's turns are not this batch's
         try:
             with held_or_nothing(lock):
                 fn, operands = self._case(torch, inputs)
@@ -299,14 +305,19 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                 torch.compiler.reset()
                 launch_only = rep < warmup and args.warmup_mode == "compile"
                 start = time.perf_counter()
+                # the warm-up decides no shape padding: pad_mm would cache a decision made from the warm-up's
+                # placeholder timings, and the logged repetitions would reuse it
+                no_padding = inductor_config.patch(shape_padding=False) if launch_only else contextlib.nullcontext()
                 if launch_only and lock is not None:
-                    # compile outside the turn; only running the compiled graph takes it
+                    # compile outside the turn; what touches the GPU (autotuning's example inputs and output
+                    # buffers, running the compiled graph) takes it
                     compiled = torch.compile(fn, backend=self._turn_taking_backend(torch, lock), dynamic=False)
-                    with torch.no_grad(), launch_only_benchmarks(launch=False):
+                    with torch.no_grad(), no_padding, launch_only_benchmarks(launch=False), \
+                            autotune_device_work_in_turn(lock):
                         outputs = compiled(*operands)
                 else:
                     compiled = torch.compile(fn, mode=COMPILE_MODE, dynamic=False)
-                    with held_or_nothing(lock), torch.no_grad(), (
+                    with held_or_nothing(lock), torch.no_grad(), no_padding, (
                             launch_only_benchmarks() if launch_only else contextlib.nullcontext()):
                         outputs = compiled(*operands)
                         self._synchronize(torch)
@@ -326,7 +337,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             shutil.rmtree(cache_dir, ignore_errors=True)
             torch.compiler.reset()
             if self.device == "cuda":
-                torch.cuda.empty_cache()
+                with held_or_nothing(lock):  # frees synchronize the device
+                    torch.cuda.empty_cache()
         info = {"compile_seconds": seconds, "batch": len(inputs)}
         if lock is not None:
             info.update(lock.take_stats())
@@ -348,10 +360,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             compiled = compile_fx(graph_module, example_inputs, config_patches=options)
 
             def run(*args):
-                with lock.held():
-                    out = compiled(*args)
-                    self._synchronize(torch)
-                return out
+                with lock.held():  # its release synchronizes
+                    return compiled(*args)
 
             return run
 
@@ -449,6 +459,47 @@ def launch_only_benchmarks(launch: bool = True):
                 delattr(benchmarker, name)
             else:
                 setattr(benchmarker, name, own[name])
+
+
+# Autotuning steps that run work on the device before and around benchmarking: creating the example inputs
+# (random fills) and, per choice, zeroing its output and workspace. Same names in torch 2.11 and 2.13.
+_AUTOTUNE_DEVICE_WORK = ("benchmark_example_value", "benchmark_choices")
+
+
+def check_turn_taking_hooks() -> None:
+    """Workers that share a device need to know where Inductor's autotuning touches it."""
+    from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+    missing = [name for name in _AUTOTUNE_DEVICE_WORK if name not in vars(AlgorithmSelectorCache)]
+    if missing:
+        raise RuntimeError(f"--workers-per-gpu > 1 needs AlgorithmSelectorCache.{', .'.join(missing)} in this "
+                           "torch (where autotuning creates device tensors); run one worker per GPU")
+
+
+@contextlib.contextmanager
+def autotune_device_work_in_turn(lock):
+    """Inside: each of Inductor's autotuning steps in ``_AUTOTUNE_DEVICE_WORK`` holds ``lock`` (whose
+    release synchronizes the device), so a warm-up compiling outside its turn still never runs anything on
+    a GPU it shares while the other worker times. Restored on exit."""
+    from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+    saved = {name: vars(AlgorithmSelectorCache)[name] for name in _AUTOTUNE_DEVICE_WORK}
+
+    def in_turn(function):
+        def call(*args, **kwargs):
+            with lock.held():
+                return function(*args, **kwargs)
+        return call
+
+    for name, descriptor in saved.items():
+        kind = type(descriptor) if isinstance(descriptor, (staticmethod, classmethod)) else None
+        wrapped = in_turn(descriptor.__func__ if kind else descriptor)
+        setattr(AlgorithmSelectorCache, name, kind(wrapped) if kind else wrapped)
+    try:
+        yield
+    finally:
+        for name, descriptor in saved.items():
+            setattr(AlgorithmSelectorCache, name, descriptor)
 
 
 def input_bytes(inp: MMInput) -> int:
