@@ -185,7 +185,8 @@ def compare(base: dict, warm: dict):
         return None
     arr = np.array(ratios)
     return {"pairs": len(arr), "median": float(np.median(arr)), "p10": float(np.percentile(arr, 10)),
-            "p90": float(np.percentile(arr, 90))}
+            "p90": float(np.percentile(arr, 90)), "p1": float(np.percentile(arr, 1)),
+            "p99": float(np.percentile(arr, 99))}
 
 
 def shared_section(args, count, seconds, done, rate, warm_rate, agreement, spread) -> list[str]:
@@ -201,7 +202,8 @@ def shared_section(args, count, seconds, done, rate, warm_rate, agreement, sprea
     if agreement:
         lines.append(f"Per-choice agreement, shared / one warm worker over {agreement['pairs']} (input, choice) "
                      f"medians: median {agreement['median']:.3f}, 10th-90th percentile "
-                     f"{agreement['p10']:.3f}-{agreement['p90']:.3f}.")
+                     f"{agreement['p10']:.3f}-{agreement['p90']:.3f}, 1st-99th {agreement['p1']:.3f}-"
+                     f"{agreement['p99']:.3f} (a rare overlap of the two workers would show in the tails).")
     lines.append("- " + spread_line("shared", spread))
     return lines
 
