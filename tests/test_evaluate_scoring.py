@@ -190,4 +190,26 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     env, mode = mode_environment("off", str(tmp_path), base_env={})
     assert mode is None and env["AH_PLUGIN_DISABLE"] == "1"
     assert mode_environment("ours_k1", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "1"
+    alone = mode_environment("ours_top1", str(tmp_path), base_env={"AH_PLUGIN_KEEP_ATEN": "1"})[0]
+    assert (alone["AH_PLUGIN_TOP_K"], alone["AH_PLUGIN_KEEP_ATEN"], alone["AH_PLUGIN_MIN_CHOICES"]) == ("1", "0", "1")
+    assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm"
     assert env["TRITON_CACHE_DIR"] != mode_environment("default", str(tmp_path), base_env={})[0]["TRITON_CACHE_DIR"]
+
+
+def test_ours_top1_keeps_one_choice_and_benchmarks_nothing_on_the_committed_h200_run():
+    """``ours_top1`` replayed on the committed H200 timing run (benchmarks/runs/evaluate_h200): one choice
+    per input, nothing benchmarked, and its regret is that choice's time over default's pick."""
+    from torchgen_ah.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
+    from torchgen_ah.policies import ours_policy, score_policies
+
+    run = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "runs",
+                       "evaluate_h200")
+    table = build_tables(read_shapes(DEFAULT_SHAPES), run)["mm"]
+    scored = score_policies(table, [ours_policy(1, table.metadata, alone=True),
+                                    ours_policy(1, table.metadata)])
+    alone = scored[scored["policy"] == "ours_top1"]
+    with_aten = scored[scored["policy"] == "ours_k1"]
+    assert len(alone) == 10 and (alone["benchmarked"] == 0).all()
+    assert (with_aten["benchmarked"] == 2).all()
+    assert (alone["regret_vs_default"].to_numpy() >= with_aten["regret_vs_default"].to_numpy() - 1e-9).all()
+    assert (alone["time_ms"] / alone["default_ms"]).round(9).tolist() == alone["regret_vs_default"].round(9).tolist()

@@ -233,6 +233,7 @@ def policies_for(table: TimingTable, artifact_dir: str | None) -> list:
         policies.append(builtin_ah_policy(table.metadata))
     for k in (10, "adaptive", 1):
         policies.append(ours_policy(k, table.metadata, artifact_dir=artifact_dir))
+    policies.append(ours_policy(1, table.metadata, artifact_dir=artifact_dir, alone=True))
     policies.append(cache_policy(table.first_pick))
     return policies
 

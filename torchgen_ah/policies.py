@@ -181,25 +181,28 @@ def builtin_ah_policy(metadata: dict) -> Policy:
 # -- our heuristic ------------------------------------------------------------------------------------
 
 
-def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | None = None) -> Policy:
+def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | None = None,
+                alone: bool = False) -> Policy:
     """Our heuristic exactly as the plugin's USE policy runs it: ``ah_plugin.ranking.RankingPolicy``
     (artifact chosen by ``artifact_loader`` for the table's device metadata, top-k or adaptive k,
     aten kept, at least 2 choices) on an ``AutotuneRequest`` built from the table. When it has no
     opinion (no artifact fits, it ranks none of the candidates) Inductor's default set is used.
 
-    k: an int, or "adaptive".
+    k: an int, or "adaptive". ``alone``: the top k without aten and with no minimum (``ours_top1`` with
+    k=1: one choice, nothing benchmarked).
     """
     import warnings
 
     from ah_plugin.policy import AutotuneRequest
     from ah_plugin.ranking import ADAPTIVE, RankingPolicy, UseOptions
 
+    extra = {"keep_aten": False, "min_choices": 1} if alone else {}
     if k == ADAPTIVE:
-        options = UseOptions(adaptive=True)
+        options = UseOptions(adaptive=True, **extra)
     else:
-        options = UseOptions(top_k=int(k))
+        options = UseOptions(top_k=int(k), **extra)
     use = RankingPolicy(options=options, artifact_dir=artifact_dir)
-    label = name or ("ours_adaptive" if k == ADAPTIVE else f"ours_k{k}")
+    label = name or ("ours_adaptive" if k == ADAPTIVE else f"ours_top{k}" if alone else f"ours_k{k}")
     op_name = metadata.get("name", "mm")
 
     def select(key, features, candidates, default_set):
