@@ -24,8 +24,9 @@ as they are):
   the logged repetitions, without timing anything;
 * two workers per GPU (``--workers-per-gpu 2``): one compiles its next batch's warm-up on its half of the
   cores while the other runs its logged repetitions. They take turns on the GPU (``device_lock``): operand
-  creation, the repetitions and running a compiled graph hold the device's lock, compiling does not, and
-  the warm-up's benchmarker launches nothing, so no timed run ever shares the GPU;
+  creation, the repetitions, autotuning's example inputs and output buffers, and running a compiled graph
+  hold the device's lock, compiling does not, and the warm-up's benchmarker launches nothing, so no timed
+  run shares the GPU (not yet validated on a GPU: ``benchmarks/collect_throughput.py --shared-gpu 2``);
 * cost-aware batches: an input estimated to cost more than ``--batch-gpu-ms`` per call runs alone, so
   one huge input does not hold a whole batch past the time budget (``--max-estimated-ms`` optionally
   leaves such inputs out of a budgeted run).
