@@ -224,15 +224,10 @@ def run(key: str, phase: str, device: str, model: str, out_dir: str, profile: bo
 
 def write_profile_text(stats_path: str, text_path: str) -> None:
     """The top functions by cumulative and by own time of a cProfile dump, as text."""
-    import io
-    import pstats
+    from torchgen_ah.compile_cost import profile_text
 
-    text = io.StringIO()
-    stats = pstats.Stats(stats_path, stream=text).strip_dirs()
-    stats.sort_stats("cumulative").print_stats(120)
-    stats.sort_stats("tottime").print_stats(30)
     with open(text_path, "w") as handle:
-        handle.write(text.getvalue())
+        handle.write(profile_text(stats_path, cumulative=120, own=30))
 
 
 def median_of_repeats(result: dict, extra: list[dict]) -> dict:

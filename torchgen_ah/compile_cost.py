@@ -116,22 +116,28 @@ def worker(spec: dict) -> None:
         write_profile(lambda: first_call_seconds(spec["profile_shape"]), spec["profile_path"])
 
 
+def profile_text(source, cumulative: int = 45, own: int = 25, header: str = "") -> str:
+    """The top functions by cumulative and by own time of a cProfile profiler or dump file, as text."""
+    import io
+    import pstats
+
+    text = io.StringIO()
+    text.write(header)
+    stats = pstats.Stats(source, stream=text).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(cumulative)
+    stats.sort_stats("tottime").print_stats(own)
+    return text.getvalue()
+
+
 def write_profile(call, path: str) -> None:
     """Where a mode's compile time goes: ``call`` under cProfile (main thread), the top functions by
     cumulative and by own time. Profiled runs are slower; they are never part of the measured seconds."""
     import cProfile
-    import io
-    import pstats
 
     profiler = cProfile.Profile()
     seconds = profiler.runcall(call)
-    text = io.StringIO()
-    text.write(f"first call under cProfile: {seconds:.2f} s\n")
-    stats = pstats.Stats(profiler, stream=text).strip_dirs()
-    stats.sort_stats("cumulative").print_stats(45)
-    stats.sort_stats("tottime").print_stats(25)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(text.getvalue())
+        f.write(profile_text(profiler, header=f"first call under cProfile: {seconds:.2f} s\n"))
 
 
 def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, module: str, extra=None) -> int:
