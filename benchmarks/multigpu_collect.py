@@ -8,8 +8,11 @@ log is read with the data layer and its metadata checked against the single-GPU 
     PYTHONPATH=. python benchmarks/multigpu_collect.py --run "one GPU:1:one.done.json:one.txt" \
         --run "two workers:2:two.done.json:two.txt" --run "torchrun x2:2:tr.done.json:tr_merged.txt"
 
-The runs draw different samples of the same distribution (later runs continue where earlier ones
-stopped), so the per-input cost differs between them: compare rates over runs of several minutes.
+Ratios are fair only on the same work: ``gpu_jobs/multigpu.sh`` gives every run the same samples
+(``--first-sample``/``--num-samples``, no time budget), so each run times the same inputs. The table says
+per run how many of its inputs the reference also timed, whether the run finished everything it planned,
+and how its per-choice times agree with the reference's on the inputs both timed (ratio run / reference of
+each (input, choice) median: a GPU that differs, or two workers that overlap, shows in it).
 Writes its section of ``benchmarks/RESULTS.md`` (``<!-- BEGIN multigpu_collect -->``).
 """
 
@@ -24,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks._results import update_section  # noqa: E402
+from benchmarks.collect_throughput import compare, per_choice_medians  # noqa: E402
 
 SECTION = "multigpu_collect"
 
@@ -37,13 +41,24 @@ def describe(name: str, gpus: int, done_path: str, log_path: str, reference_meta
     minutes = done["seconds"] / 60.0
     log = read_log(log_path)
     differences = metadata_differences(reference_meta, log.metadata) if reference_meta is not None else []
+    medians, _ = per_choice_medians(log_path)
     return {
+        "medians": medians, "finished": not (done.get("interrupted", 0) or done.get("not_started", 0)),
         "name": name, "gpus": gpus, "ok": done["ok"], "failed": sum(done.get("failed", {}).values()),
         "excluded": done.get("excluded", 0), "minutes": minutes,
         "rate": done["ok"] / max(minutes * gpus, 1e-9),
         "inputs_in_log": int(input_keys(log.frame, log.metadata).nunique()) if len(log.frame) else 0,
         "metadata": log.metadata, "metadata_ok": not differences, "differences": differences,
     }
+
+
+def agreement_cells(row: dict) -> str:
+    """Inputs shared with the reference, then the per-choice time ratio over them ("-" for the reference)."""
+    cells = f"{row['shared']} of {len(row['medians'])}"
+    a = row["agreement"]
+    if a is None:
+        return cells + " | -"
+    return cells + f" | {a['median']:.3f} ({a['p10']:.3f}-{a['p90']:.3f}) over {a['pairs']} pairs"
 
 
 def main(argv=None) -> int:
@@ -59,6 +74,8 @@ def main(argv=None) -> int:
         row = describe(name, int(gpus), done_path, log_path, reference["metadata"] if reference else None)
         reference = reference or row
         row["per_gpu_vs_one"] = row["rate"] / reference["rate"] if reference["rate"] else float("nan")
+        row["shared"] = len(set(row["medians"]) & set(reference["medians"]))
+        row["agreement"] = compare(reference["medians"], row["medians"]) if row is not reference else None
         rows.append(row)
     lines = ["## Collection across the GPUs of one host", ""]
     if args.gpu:
@@ -67,15 +84,19 @@ def main(argv=None) -> int:
         lines += [f"Command: `{args.command}`", ""]
     lines += [
         "| run | GPUs | inputs done | failed | excluded (cost cap) | wall min | inputs / GPU-minute "
-        "| per-GPU rate vs one GPU | whole-run speed-up | metadata matches the one-GPU log |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| per-GPU rate vs one GPU | whole-run speed-up | finished all it planned | inputs also in the one-GPU log "
+        "| per-choice time / one GPU: median (10th-90th pct) | metadata matches the one-GPU log |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['gpus']} | {r['ok']} | {r['failed']} | {r['excluded']} | {r['minutes']:.2f} "
             f"| {r['rate']:.2f} | {r['per_gpu_vs_one']:.2f} | {r['per_gpu_vs_one'] * r['gpus']:.2f}x "
+            f"| {'yes' if r['finished'] else 'NO (time limit)'} | {agreement_cells(r)} "
             f"| {'yes' if r['metadata_ok'] else 'NO: ' + '; '.join(r['differences'])} |")
-    lines += ["", "Target: per-GPU rate at least 0.8 of the one-GPU rate (near-linear scaling)."]
+    lines += ["", "Target: per-GPU rate at least 0.8 of the one-GPU rate (near-linear scaling), on the same inputs."]
+    if not all(r["finished"] for r in rows):
+        lines.append("A run stopped by its time limit did not time all of its inputs: its rate is not comparable.")
     text = "\n".join(lines)
     print(text)
     if not args.no_write:

@@ -1,59 +1,65 @@
 #!/usr/bin/env bash
-# Issue 7 on one multi-GPU host in one device call (about ONE_MIN + ALL_MIN + TR_MIN + 3 minutes):
-#  1. gen_data_mm with one worker on GPU 0 for ONE_MIN minutes: the reference rate;
-#  2. gen_data_mm with one worker per GPU for ALL_MIN minutes (same distribution and cost cap, later samples);
-#  3. the same collection under `torchrun --nproc-per-node N` for TR_MIN minutes, merged with the metadata check;
+# Issue 7 on one multi-GPU host. Every collection run times the SAME inputs (samples FIRST..FIRST+SAMPLES-1
+# of seed 0, cost cap MAX_EST_MS), so their rates compare on the same work:
+#  1. gen_data_mm with one worker on GPU 0: the reference rate, $OUT/one/h200_mm_one.txt;
+#  2. gen_data_mm with one worker per GPU: $OUT/all/h200_mm_all.txt;
+#  3. the same under `torchrun --nproc-per-node N`, merged with the metadata check: $OUT/torchrun/h200_mm_torchrun.txt;
 #  4. benchmarks/mgpu_model_tune.py: a real model's untuned GEMMs tuned on all GPUs, _full0 + copies, all hits after;
-#  5. benchmarks/multigpu_collect.py: the table (rates per GPU-minute, per-GPU ratio to one GPU, metadata check).
-# Runs 1-2 append to $OUT/h200_mm.txt, resumed from datasets/h200/h200_mm.txt (copy it back afterwards);
-# run 3 writes $OUT/torchrun/h200_mm_torchrun.txt (merge it into the dataset with torchgen_ah.merge_data).
-#   OUT=... ONE_MIN=2 ALL_MIN=3 TR_MIN=2 MAX_EST_MS=20 bash gpu_jobs/multigpu.sh
-# A device call lasts at most 10 minutes: PART=collect runs 1-3 (about ONE_MIN + ALL_MIN + TR_MIN + 2.5
-# minutes, each run's worker start and stop grace included), PART=tune runs 4-5 in a second call (about 4
-# minutes; it reads the collect part's files: RUNS_FROM=<a folder in the working tree holding what the
-# collect call returned under $OUT> copies them into $OUT first).
-# Short runs need small batches (BATCH_SIZE, default 4): a batch of 8 upstream inputs takes 2-3 minutes.
-#   OUT=... PART=collect ONE_MIN=2 ALL_MIN=2 TR_MIN=1.5 MAX_EST_MS=20 bash gpu_jobs/multigpu.sh
+#  5. benchmarks/multigpu_collect.py: the table (rates per GPU-minute, per-GPU ratio to one GPU, per-choice
+#     agreement with the one-GPU run on the same inputs, metadata check).
+# Runs 1-3 time the same inputs three times: merge only run 1's log into the dataset
+#   python -m torchgen_ah.merge_data datasets/h200/h200_mm.txt datasets/h200/h200_mm.txt one/h200_mm_one.txt
+# and keep the other two as the agreement check. Each run has a safety time limit (RUN_MIN, default 4
+# minutes); a run it stops is marked "not finished" in the table, its rate not comparable.
+# A device call lasts at most 10 minutes: PART=collect runs 1-3 (about 6-7 minutes with SAMPLES=10 on 2
+# GPUs: the one-GPU run takes as long as the other two together), PART=tune runs 4 in a second call (about
+# 4.5 minutes on 2 GPUs, TUNE_TIMEOUT default 400 s; RUNS_FROM=<a folder in the working tree holding what
+# the collect call returned under $OUT> copies the collect part's files into $OUT first). PART=collect
+# writes the table (5) at its end; PART=torchrun runs 3 alone.
+#   OUT=... PART=collect SAMPLES=10 MAX_EST_MS=20 bash gpu_jobs/multigpu.sh
 set -u
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 N="$(nvidia-smi -L 2>/dev/null | wc -l)"; [ "$N" -ge 1 ] || N=1
-ONE_MIN="${ONE_MIN:-2}"; ALL_MIN="${ALL_MIN:-3}"; TR_MIN="${TR_MIN:-2}"; MAX_EST_MS="${MAX_EST_MS:-20}"
-PART="${PART:-all}"; BATCH_SIZE="${BATCH_SIZE:-4}"
+SAMPLES="${SAMPLES:-10}"; FIRST="${FIRST:-400000}"; RUN_MIN="${RUN_MIN:-4}"; MAX_EST_MS="${MAX_EST_MS:-20}"
+PART="${PART:-all}"; BATCH_SIZE="${BATCH_SIZE:-2}"
 COMMON="--seed 0 --num-reps 2 --search-space wide --search-space-sample 20 --max-estimated-ms $MAX_EST_MS \
-  --timeout-per-sample 120 --stop-grace-seconds 30 --batch-size $BATCH_SIZE --no-progress"
-mkdir -p "$OUT/torchrun" "$OUT/runs"
+  --timeout-per-sample 120 --stop-grace-seconds 30 --batch-size $BATCH_SIZE --no-progress \
+  --first-sample $FIRST --num-samples $SAMPLES --max-minutes $RUN_MIN"
+mkdir -p "$OUT/one" "$OUT/all" "$OUT/torchrun" "$OUT/runs"
 [ -n "${RUNS_FROM:-}" ] && cp -r "$RUNS_FROM"/. "$OUT"/
-LOG="$OUT/h200_mm.txt"
-if [ -f datasets/h200/h200_mm.txt ] && [ ! -f "$LOG" ]; then
-  cp datasets/h200/h200_mm.txt "$LOG"; cp datasets/h200/h200_mm.txt.progress.jsonl "$LOG.progress.jsonl" 2>/dev/null
+ONE="$OUT/one/h200_mm_one.txt"; ALL="$OUT/all/h200_mm_all.txt"; TR="$OUT/torchrun/h200_mm_torchrun.txt"
+if [ "$PART" = all ] || [ "$PART" = collect ]; then
+python3 -m torchgen_ah.mm.gen_data_mm -o "$ONE" $COMMON --num-gpus 1 > "$OUT/runs/one.txt" 2>&1
+cp "$ONE.done.json" "$OUT/runs/one.done.json"
+python3 -m torchgen_ah.mm.gen_data_mm -o "$ALL" $COMMON --num-gpus "$N" > "$OUT/runs/all.txt" 2>&1
+cp "$ALL.done.json" "$OUT/runs/all.done.json"
 fi
 if [ "$PART" != tune ]; then
-python3 -m torchgen_ah.mm.gen_data_mm -o "$LOG" $COMMON --num-gpus 1 --first-sample 100000 --num-samples 100000 \
-  --max-minutes "$ONE_MIN" > "$OUT/runs/one.txt" 2>&1; cp "$LOG.done.json" "$OUT/runs/one.done.json"
-python3 -m torchgen_ah.mm.gen_data_mm -o "$LOG" $COMMON --num-gpus "$N" --first-sample 200000 --num-samples 100000 \
-  --max-minutes "$ALL_MIN" > "$OUT/runs/all.txt" 2>&1; cp "$LOG.done.json" "$OUT/runs/all.done.json"
 torchrun --standalone --nproc-per-node "$N" -m torchgen_ah.mm.gen_data_mm -o "$OUT/torchrun/h200_mm_tr.txt" $COMMON \
-  --first-sample 300000 --num-samples 100000 --max-minutes "$TR_MIN" \
-  --merge-to "$OUT/torchrun/h200_mm_torchrun.txt" > "$OUT/runs/torchrun.txt" 2>&1
-cp "$OUT/torchrun/h200_mm_tr.rank0.txt.done.json" "$OUT/runs/torchrun.done.json" 2>/dev/null
+  --merge-to "$TR" > "$OUT/runs/torchrun.txt" 2>&1
 python3 - "$OUT/runs/torchrun.done.json" "$OUT"/torchrun/h200_mm_tr.rank*.txt.done.json <<'PY'
 import json, sys  # the torchrun run as one: inputs of all ranks over the slowest rank's wall time
 out, parts = sys.argv[1], [json.load(open(p)) for p in sys.argv[2:]]
 if parts:
     json.dump({"ok": sum(p["ok"] for p in parts), "seconds": max(p["seconds"] for p in parts),
-               "failed": {}, "excluded": sum(p.get("excluded", 0) for p in parts)}, open(out, "w"))
+               "failed": {}, "excluded": sum(p.get("excluded", 0) for p in parts),
+               "interrupted": sum(p.get("interrupted", 0) for p in parts),
+               "not_started": sum(p.get("not_started", 0) for p in parts)}, open(out, "w"))
 PY
 fi
-[ "$PART" = collect ] && { tail -n 3 "$OUT"/runs/*.txt; exit 0; }
-timeout 240 python3 benchmarks/mgpu_model_tune.py --device cuda --num-gpus "$N" --out-dir /tmp/ah_mgpu_tune \
-  > "$OUT/mgpu_model_tune.txt" 2>&1
-cp /tmp/ah_mgpu_tune/mgpu_model_tune.json /tmp/ah_mgpu_tune/mgpu.txt "$OUT/" 2>/dev/null
+if [ "$PART" = all ] || [ "$PART" = collect ]; then
 GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $N, $(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)')"
 python3 benchmarks/multigpu_collect.py --gpu "$GPU" \
-  --command "OUT=... ONE_MIN=$ONE_MIN ALL_MIN=$ALL_MIN TR_MIN=$TR_MIN MAX_EST_MS=$MAX_EST_MS BATCH_SIZE=$BATCH_SIZE bash gpu_jobs/multigpu.sh" \
-  --run "one GPU:1:$OUT/runs/one.done.json:$LOG" --run "one worker per GPU:$N:$OUT/runs/all.done.json:$LOG" \
-  --run "torchrun --nproc-per-node $N:$N:$OUT/runs/torchrun.done.json:$OUT/torchrun/h200_mm_torchrun.txt" \
+  --command "OUT=... SAMPLES=$SAMPLES FIRST=$FIRST MAX_EST_MS=$MAX_EST_MS BATCH_SIZE=$BATCH_SIZE bash gpu_jobs/multigpu.sh" \
+  --run "one GPU:1:$OUT/runs/one.done.json:$ONE" --run "one worker per GPU:$N:$OUT/runs/all.done.json:$ALL" \
+  --run "torchrun --nproc-per-node $N:$N:$OUT/runs/torchrun.done.json:$TR" \
   > "$OUT/multigpu_collect.txt" 2>&1
-cat "$OUT/multigpu_collect.txt" "$OUT/mgpu_model_tune.txt" | tail -40
+fi
+[ "$PART" = collect ] || [ "$PART" = torchrun ] && {
+  tail -n 3 "$OUT"/runs/*.txt; cat "$OUT/multigpu_collect.txt" 2>/dev/null; cp benchmarks/RESULTS.md "$OUT/RESULTS.md"; exit 0; }
+timeout "${TUNE_TIMEOUT:-400}" python3 benchmarks/mgpu_model_tune.py --device cuda --num-gpus "$N" --out-dir /tmp/ah_mgpu_tune \
+  > "$OUT/mgpu_model_tune.txt" 2>&1
+cp /tmp/ah_mgpu_tune/mgpu_model_tune.json /tmp/ah_mgpu_tune/mgpu.txt "$OUT/" 2>/dev/null
+cat "$OUT/mgpu_model_tune.txt" | tail -40
 cp benchmarks/RESULTS.md "$OUT/RESULTS.md"
