@@ -168,41 +168,6 @@ def test_compile_only_warmup_runs_each_candidate_once_and_restores_inductors_ben
     assert benchmarker.benchmark_cpu.__func__ is original[1].__func__
 
 
-def test_compile_only_warmup_lets_pad_mm_benchmark_for_real_and_restores_it(tmp_path):
-    """pad_mm caches "pad or not" for the logged repetitions: in the warm-up it must get Inductor's real
-    benchmarker (not the placeholder) and, on a shared GPU, decide inside the worker's turn."""
-    import functools
-
-    from torch._inductor.fx_passes import pad_mm
-    from torch._inductor.runtime.benchmarking import benchmarker
-
-    from torchgen_ah.device_lock import DeviceLock
-    from torchgen_ah.mm.gen_data_mm import launch_only_benchmarks, real_pad_decisions
-
-    original = pad_mm.get_do_bench, pad_mm._should_pad
-    plain = real_pad_decisions()
-    assert plain.usable
-    with plain, launch_only_benchmarks():
-        do_bench = pad_mm.get_do_bench()
-        assert isinstance(do_bench, functools.partial) and do_bench.keywords == {"warmup": 5}
-        assert do_bench.func.__func__ is type(benchmarker).benchmark_gpu  # the real one, not the placeholder
-        assert benchmarker.benchmark_gpu(lambda: None) == 1.0  # autotuning still gets the placeholder
-        assert pad_mm._should_pad is original[1]  # no lock: the decision itself is left alone
-    assert (pad_mm.get_do_bench, pad_mm._should_pad) == original
-
-    lock = DeviceLock(str(tmp_path / "gpu0.lock"))
-    seen = []
-    try:  # a probe in place of torch's decision records whether it runs in the turn
-        pad_mm._should_pad = lambda *a, **k: seen.append((lock.is_held, a, k)) or True
-        with real_pad_decisions(lock):
-            assert pad_mm._should_pad("match", 1, mat2=2) is True
-        assert seen == [(True, ("match", 1), {"mat2": 2})]
-        assert not lock.is_held
-        assert pad_mm.get_do_bench is original[0]
-    finally:
-        pad_mm._should_pad = original[1]
-
-
 def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeypatch):
     from torchgen_ah.mm.gen_data_mm import usable_cores
 

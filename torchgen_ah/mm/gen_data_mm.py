@@ -306,24 +306,19 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                 torch.compiler.reset()
                 launch_only = rep < warmup and args.warmup_mode == "compile"
                 start = time.perf_counter()
-                # pad_mm caches its "pad or not" decision for the repetitions: the warm-up takes it from real
-                # benchmarks (in the turn when sharing), so the padded mm's candidates are built here too; a
-                # torch where that cannot be arranged gets a warm-up that decides no padding at all
-                pad_decisions = contextlib.nullcontext()
-                if launch_only:
-                    pad_decisions = real_pad_decisions(lock)
-                    if not pad_decisions.usable:
-                        pad_decisions = inductor_config.patch(shape_padding=False)
+                # the warm-up decides no shape padding: pad_mm would cache a decision made from the warm-up's
+                # placeholder timings, and the logged repetitions would reuse it
+                no_padding = inductor_config.patch(shape_padding=False) if launch_only else contextlib.nullcontext()
                 if launch_only and lock is not None:
                     # compile outside the turn; what touches the GPU (autotuning's example inputs and output
                     # buffers, running the compiled graph) takes it
                     compiled = torch.compile(fn, backend=self._turn_taking_backend(torch, lock), dynamic=False)
-                    with torch.no_grad(), pad_decisions, launch_only_benchmarks(launch=False), \
+                    with torch.no_grad(), no_padding, launch_only_benchmarks(launch=False), \
                             autotune_device_work_in_turn(lock):
                         outputs = compiled(*operands)
                 else:
                     compiled = torch.compile(fn, mode=COMPILE_MODE, dynamic=False)
-                    with held_or_nothing(lock), torch.no_grad(), pad_decisions, (
+                    with held_or_nothing(lock), torch.no_grad(), no_padding, (
                             launch_only_benchmarks() if launch_only else contextlib.nullcontext()):
                         outputs = compiled(*operands)
                         self._synchronize(torch)
@@ -465,54 +460,6 @@ def launch_only_benchmarks(launch: bool = True):
                 delattr(benchmarker, name)
             else:
                 setattr(benchmarker, name, own[name])
-
-
-class real_pad_decisions:
-    """Inside a compile-only warm-up: Inductor's pad_mm pass still benchmarks "pad or not" for real.
-
-    pad_mm caches that decision, and the logged repetitions reuse it; taken from the warm-up's placeholder
-    times it would always be "do not pad", and decided only in the first repetition it would make that
-    repetition compile the padded mm's candidates. So the pass gets the real benchmarker (captured on
-    entry, before ``launch_only_benchmarks`` replaces it) and, with a ``lock`` (a shared GPU), runs its
-    whole decision, random example tensors included, in the worker's turn. ``usable`` is False on a torch
-    without the pass's hooks (``get_do_bench``, ``_should_pad``): the caller then switches padding off.
-    """
-
-    def __init__(self, lock=None):
-        self.lock = lock
-        try:
-            from torch._inductor.fx_passes import pad_mm
-            from torch._inductor.runtime.benchmarking import benchmarker
-        except ImportError:  # pragma: no cover - older torch
-            pad_mm = benchmarker = None
-        needed = ("get_do_bench", "_should_pad") if lock is not None else ("get_do_bench",)
-        self.usable = (pad_mm is not None and hasattr(benchmarker, "benchmark_gpu")
-                       and all(callable(vars(pad_mm).get(name)) for name in needed))
-        self._pad_mm, self._benchmarker, self._saved = pad_mm, benchmarker, {}
-
-    def __enter__(self):
-        if not self.usable:
-            return self
-        import functools
-
-        pad_mm, real = self._pad_mm, self._benchmarker.benchmark_gpu
-        self._saved = {name: vars(pad_mm)[name] for name in ("get_do_bench", "_should_pad")}
-        pad_mm.get_do_bench = lambda: functools.partial(real, warmup=5)
-        if self.lock is not None:
-            decide, lock = self._saved["_should_pad"], self.lock
-
-            def decide_in_turn(*args, **kwargs):
-                with lock.held():
-                    return decide(*args, **kwargs)
-
-            pad_mm._should_pad = decide_in_turn
-        return self
-
-    def __exit__(self, *exc):
-        for name, value in self._saved.items():
-            setattr(self._pad_mm, name, value)
-        self._saved = {}
-        return False
 
 
 # Autotuning steps that run work on the device before and around benchmarking: creating the example inputs
