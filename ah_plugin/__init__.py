@@ -66,6 +66,22 @@ def activate_from_environment() -> None:
         raise
 
 
+def require_active_from_environment() -> dict:
+    """For tools whose processes must run with the plugin the environment asks for (data collection,
+    benchmarks): switch it on here when ``import torch`` did not (the package is on ``PYTHONPATH`` but not
+    installed, so torch found no entry point, and its built-in collector would write the log instead), and
+    raise if it is still off. Returns ``status()``. Does nothing when no variable asks for the plugin."""
+    from . import inductor_hooks, settings
+
+    if not settings.env_requests_plugin():
+        return status()
+    if not inductor_hooks.is_installed():
+        activate_from_environment()
+    if not inductor_hooks.is_installed():  # pragma: no cover - activation raises first
+        raise RuntimeError("ah_plugin: the environment asks for the plugin, but it could not be switched on")
+    return status()
+
+
 def install(
     *,
     collect=None,
@@ -150,4 +166,5 @@ def status() -> dict:
     return out
 
 
-__all__ = ["__version__", "install", "uninstall", "enabled", "status", "activate_from_environment"]
+__all__ = ["__version__", "install", "uninstall", "enabled", "status", "activate_from_environment",
+           "require_active_from_environment"]

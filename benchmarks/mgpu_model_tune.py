@@ -40,6 +40,8 @@ SECTION = "mgpu_model_tune"
 CHILD = r"""
 import json, sys, torch
 from torch._inductor import config as inductor_config, select_algorithm
+import ah_plugin
+ah_plugin.require_active_from_environment()  # the step's results-cache settings, entry point or not
 device = sys.argv[1]
 benchmarked = []
 select_algorithm.add_feedback_saver(lambda timings, name, *a, **k: benchmarked.append([name, len(timings)]))

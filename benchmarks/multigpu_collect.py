@@ -43,13 +43,20 @@ def describe(name: str, gpus: int, done_path: str, log_path: str, reference_meta
     differences = metadata_differences(reference_meta, log.metadata) if reference_meta is not None else []
     medians, _ = per_choice_medians(log_path)
     return {
-        "medians": medians, "finished": not (done.get("interrupted", 0) or done.get("not_started", 0)),
+        "medians": medians, "finished": finished(done),
         "name": name, "gpus": gpus, "ok": done["ok"], "failed": sum(done.get("failed", {}).values()),
         "excluded": done.get("excluded", 0), "minutes": minutes,
         "rate": done["ok"] / max(minutes * gpus, 1e-9),
         "inputs_in_log": int(input_keys(log.frame, log.metadata).nunique()) if len(log.frame) else 0,
         "metadata": log.metadata, "metadata_ok": not differences, "differences": differences,
     }
+
+
+def finished(done: dict) -> bool:
+    """The run timed everything it planned, itself: nothing interrupted or left unstarted by its time
+    limit, and nothing skipped as already done by an earlier run (a resumed run's rate means nothing)."""
+    return all(key in done for key in ("interrupted", "not_started", "skipped")) and not (
+        done["interrupted"] or done["not_started"] or done["skipped"])
 
 
 def agreement_cells(row: dict) -> str:
@@ -71,6 +78,10 @@ def main(argv=None) -> int:
     rows, reference = [], None
     for spec in args.run:
         name, gpus, done_path, log_path = spec.split(":", 3)
+        if not (os.path.exists(done_path) and os.path.exists(log_path)):
+            print(f"{name}: no result ({done_path if not os.path.exists(done_path) else log_path} missing), "
+                  "left out of the table", file=sys.stderr)
+            continue
         row = describe(name, int(gpus), done_path, log_path, reference["metadata"] if reference else None)
         reference = reference or row
         row["per_gpu_vs_one"] = row["rate"] / reference["rate"] if reference["rate"] else float("nan")
@@ -88,15 +99,19 @@ def main(argv=None) -> int:
         "| per-choice time / one GPU: median (10th-90th pct) | metadata matches the one-GPU log |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    if not rows:
+        print("no run left a result", file=sys.stderr)
+        return 1
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['gpus']} | {r['ok']} | {r['failed']} | {r['excluded']} | {r['minutes']:.2f} "
             f"| {r['rate']:.2f} | {r['per_gpu_vs_one']:.2f} | {r['per_gpu_vs_one'] * r['gpus']:.2f}x "
-            f"| {'yes' if r['finished'] else 'NO (time limit)'} | {agreement_cells(r)} "
+            f"| {'yes' if r['finished'] else 'NO'} | {agreement_cells(r)} "
             f"| {'yes' if r['metadata_ok'] else 'NO: ' + '; '.join(r['differences'])} |")
     lines += ["", "Target: per-GPU rate at least 0.8 of the one-GPU rate (near-linear scaling), on the same inputs."]
     if not all(r["finished"] for r in rows):
-        lines.append("A run stopped by its time limit did not time all of its inputs: its rate is not comparable.")
+        lines.append("A run that did not finish (its time limit stopped it, or it skipped inputs an earlier run had "
+                     "done) did not time all of its inputs itself: its rate is not comparable.")
     text = "\n".join(lines)
     print(text)
     if not args.no_write:

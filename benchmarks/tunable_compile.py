@@ -65,6 +65,8 @@ CHILD = textwrap.dedent(
     """
     import json, sys, time, torch
     from torch._inductor import config as inductor_config, select_algorithm
+    import ah_plugin
+    ah_plugin.require_active_from_environment()  # the run's results-cache settings, entry point or not
     spec = json.loads(sys.argv[1])
     device, model_kind = spec["device"], spec["model"]
     if spec["warm"]:  # keep compiled kernels only: lower again, benchmark again (no recorded timings)

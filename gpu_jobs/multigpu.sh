@@ -10,42 +10,47 @@
 # Runs 1-3 time the same inputs three times: merge only run 1's log into the dataset
 #   python -m torchgen_ah.merge_data datasets/h200/h200_mm.txt datasets/h200/h200_mm.txt one/h200_mm_one.txt
 # and keep the other two as the agreement check. Each run has a safety time limit (RUN_MIN, default 4
-# minutes); a run it stops is marked "not finished" in the table, its rate not comparable.
+# minutes, and never more than a fair share of what is left of CALL_MIN, default 9, for the runs still to
+# come); a run it stops is marked "not finished" in the table, its rate not comparable. Few samples make the
+# per-GPU ratio depend on which worker drew the slow inputs: use SAMPLES >= 16 when the call has room.
 # A device call lasts at most 10 minutes: PART=collect runs 1-3 (about 6-7 minutes with SAMPLES=10 on 2
 # GPUs: the one-GPU run takes as long as the other two together), PART=tune runs 4 in a second call (about
-# 4.5 minutes on 2 GPUs, TUNE_TIMEOUT default 400 s; RUNS_FROM=<a folder in the working tree holding what
-# the collect call returned under $OUT> copies the collect part's files into $OUT first). PART=collect
-# writes the table (5) at its end; PART=torchrun runs 3 alone.
+# 4.5 minutes on 2 GPUs, TUNE_TIMEOUT default 400 s). PART=collect writes the table (5) at its end;
+# PART=torchrun runs 3 alone.
 #   OUT=... PART=collect SAMPLES=10 MAX_EST_MS=20 bash gpu_jobs/multigpu.sh
 set -u
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 N="$(nvidia-smi -L 2>/dev/null | wc -l)"; [ "$N" -ge 1 ] || N=1
 SAMPLES="${SAMPLES:-10}"; FIRST="${FIRST:-400000}"; RUN_MIN="${RUN_MIN:-4}"; MAX_EST_MS="${MAX_EST_MS:-20}"
+CALL_MIN="${CALL_MIN:-9}"
 PART="${PART:-all}"; BATCH_SIZE="${BATCH_SIZE:-2}"
 COMMON="--seed 0 --num-reps 2 --search-space wide --search-space-sample 20 --max-estimated-ms $MAX_EST_MS \
   --timeout-per-sample 120 --stop-grace-seconds 30 --batch-size $BATCH_SIZE --no-progress \
-  --first-sample $FIRST --num-samples $SAMPLES --max-minutes $RUN_MIN"
+  --first-sample $FIRST --num-samples $SAMPLES"
+budget() {  # minutes for the next run: RUN_MIN, or a fair share of what the call has left for $1 runs
+  python3 -c "import sys; left = $CALL_MIN - $SECONDS / 60 - 0.75; print(round(max(0.5, min($RUN_MIN, left / $1)), 2))"
+}
 mkdir -p "$OUT/one" "$OUT/all" "$OUT/torchrun" "$OUT/runs"
-[ -n "${RUNS_FROM:-}" ] && cp -r "$RUNS_FROM"/. "$OUT"/
 ONE="$OUT/one/h200_mm_one.txt"; ALL="$OUT/all/h200_mm_all.txt"; TR="$OUT/torchrun/h200_mm_torchrun.txt"
 if [ "$PART" = all ] || [ "$PART" = collect ]; then
-python3 -m torchgen_ah.mm.gen_data_mm -o "$ONE" $COMMON --num-gpus 1 > "$OUT/runs/one.txt" 2>&1
+python3 -m torchgen_ah.mm.gen_data_mm -o "$ONE" $COMMON --num-gpus 1 --max-minutes "$(budget 2)" > "$OUT/runs/one.txt" 2>&1
 cp "$ONE.done.json" "$OUT/runs/one.done.json"
-python3 -m torchgen_ah.mm.gen_data_mm -o "$ALL" $COMMON --num-gpus "$N" > "$OUT/runs/all.txt" 2>&1
+python3 -m torchgen_ah.mm.gen_data_mm -o "$ALL" $COMMON --num-gpus "$N" --max-minutes "$(budget 2)" > "$OUT/runs/all.txt" 2>&1
 cp "$ALL.done.json" "$OUT/runs/all.done.json"
 fi
 if [ "$PART" != tune ]; then
 torchrun --standalone --nproc-per-node "$N" -m torchgen_ah.mm.gen_data_mm -o "$OUT/torchrun/h200_mm_tr.txt" $COMMON \
-  --merge-to "$TR" > "$OUT/runs/torchrun.txt" 2>&1
+  --max-minutes "$(budget 1)" --merge-to "$TR" > "$OUT/runs/torchrun.txt" 2>&1
 python3 - "$OUT/runs/torchrun.done.json" "$OUT"/torchrun/h200_mm_tr.rank*.txt.done.json <<'PY'
-import json, sys  # the torchrun run as one: inputs of all ranks over the slowest rank's wall time
-out, parts = sys.argv[1], [json.load(open(p)) for p in sys.argv[2:]]
+import collections, json, os, sys  # the torchrun run as one: all ranks' inputs over the slowest rank's wall time
+out, parts = sys.argv[1], [json.load(open(p)) for p in sys.argv[2:] if os.path.exists(p)]
 if parts:
-    json.dump({"ok": sum(p["ok"] for p in parts), "seconds": max(p["seconds"] for p in parts),
-               "failed": {}, "excluded": sum(p.get("excluded", 0) for p in parts),
-               "interrupted": sum(p.get("interrupted", 0) for p in parts),
-               "not_started": sum(p.get("not_started", 0) for p in parts)}, open(out, "w"))
+    failed = collections.Counter()
+    for p in parts:
+        failed.update(p.get("failed", {}))
+    total = {key: sum(p.get(key, 0) for p in parts) for key in ("ok", "excluded", "interrupted", "not_started", "skipped")}
+    json.dump({**total, "seconds": max(p["seconds"] for p in parts), "failed": dict(failed)}, open(out, "w"))
 PY
 fi
 if [ "$PART" = all ] || [ "$PART" = collect ]; then

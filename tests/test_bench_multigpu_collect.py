@@ -32,8 +32,10 @@ def _runs(tmp_path: Path, scale: float, metadata_change: dict | None = None):
     two["feedback"] = two["feedback"] * scale
     write_log(tmp_path / "one.txt", log.metadata, one)
     write_log(tmp_path / "two.txt", {**log.metadata, **(metadata_change or {})}, two)
-    (tmp_path / "one.json").write_text(json.dumps({"ok": 4, "seconds": 120.0, "excluded": 1}))
-    (tmp_path / "two.json").write_text(json.dumps({"ok": 3, "seconds": 60.0, "interrupted": 1, "not_started": 0}))
+    (tmp_path / "one.json").write_text(json.dumps({"ok": 4, "seconds": 120.0, "excluded": 1, "interrupted": 0,
+                                                    "not_started": 0, "skipped": 0}))
+    (tmp_path / "two.json").write_text(json.dumps({"ok": 3, "seconds": 60.0, "interrupted": 1, "not_started": 0,
+                                                    "skipped": 0}))
     return [f"one GPU:1:{tmp_path / 'one.json'}:{tmp_path / 'one.txt'}",
             f"two workers:2:{tmp_path / 'two.json'}:{tmp_path / 'two.txt'}"]
 
@@ -57,7 +59,7 @@ def test_rates_shared_inputs_and_agreement(tmp_path):
     assert one[6] == "2.00" and one[9] == "yes" and one[10] == "4 of 4" and one[11] == "-"
     # 3 inputs in 1 minute on 2 GPUs = 1.5 per GPU-minute, 0.75 of the one-GPU rate, 1.5x the whole run
     assert two[6] == "1.50" and two[7] == "0.75" and two[8] == "1.50x"
-    assert two[9] == "NO (time limit)" and "not comparable" in text
+    assert two[9] == "NO" and "not comparable" in text
     assert two[10] == "3 of 3"
     assert two[11].startswith("1.050 (1.050-1.050) over ")
     assert two[12] == "yes"
@@ -68,3 +70,13 @@ def test_metadata_difference_is_named(tmp_path):
     two = _row(text, "two workers")
     assert two[12].startswith("NO: ") and "shared_memory" in two[12]
     assert two[11].startswith("1.000 (1.000-1.000)")
+
+
+def test_a_run_without_results_is_left_out_and_an_older_summary_is_not_finished(tmp_path, capsys):
+    """A run whose files are missing (torchrun wrote nothing) costs only its own row; a summary without the
+    interrupted/not_started/skipped counts (older runner) is not taken as finished."""
+    specs = _runs(tmp_path, scale=1.0)
+    (tmp_path / "one.json").write_text(json.dumps({"ok": 4, "seconds": 120.0}))
+    text = _table(specs + [f"torchrun:2:{tmp_path / 'missing.json'}:{tmp_path / 'missing.txt'}"])
+    assert "torchrun" not in text and "missing.json missing" in capsys.readouterr().err
+    assert _row(text, "one GPU")[9] == "NO"

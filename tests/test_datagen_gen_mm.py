@@ -168,6 +168,28 @@ def test_compile_only_warmup_runs_each_candidate_once_and_restores_inductors_ben
     assert benchmarker.benchmark_cpu.__func__ is original[1].__func__
 
 
+def test_compile_only_warmup_lets_pad_mm_benchmark_for_real_and_restores_it():
+    """pad_mm caches "pad or not" for the logged repetitions: in the warm-up it must get Inductor's real
+    benchmarker, not the placeholder that autotuning gets."""
+    import functools
+
+    from torch._inductor.fx_passes import pad_mm
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    from torchgen_ah.mm.gen_data_mm import launch_only_benchmarks, real_pad_decisions
+
+    original = pad_mm.get_do_bench
+    decisions = real_pad_decisions()
+    assert decisions.usable
+    with decisions, launch_only_benchmarks():
+        do_bench = pad_mm.get_do_bench()
+        assert isinstance(do_bench, functools.partial) and do_bench.keywords == {"warmup": 5}
+        assert do_bench.func.__func__ is type(benchmarker).benchmark_gpu  # the real one, not the placeholder
+        assert benchmarker.benchmark_gpu(lambda: None) == 1.0  # autotuning still gets the placeholder
+    assert pad_mm.get_do_bench is original
+    assert "benchmark_gpu" not in vars(benchmarker)
+
+
 def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeypatch):
     from torchgen_ah.mm.gen_data_mm import usable_cores
 

@@ -296,3 +296,29 @@ def test_bad_variable_after_switch_on_never_raises_inside_inductor(clean_plugin,
         assert "settings=invalid" in ic.inductor_choices_class().uuid()
         if hasattr(ic, "save_config_portable"):
             ic.save_config_portable()  # what the FX-graph cache key calls
+
+
+def _fresh_python(code: str, **env_vars: str) -> subprocess.CompletedProcess:
+    """`code` in a new interpreter whose environment holds no plugin variable but `env_vars`."""
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith(("TORCHINDUCTOR_AUTOHEURISTIC", "AH_PLUGIN", "AH_TUNABLE")))}
+    env.update(env_vars)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_tools_switch_the_plugin_on_when_torch_found_no_entry_point():
+    """With the package on the path but torch's backend entry points not loaded (as when it is not
+    installed), a COLLECT variable alone leaves the plugin off and torch's own collector would write the
+    log; require_active_from_environment switches ours on, and does nothing when no variable asks."""
+    code = ("import torch, ah_plugin; before = ah_plugin.status()['installed']; "
+            "after = ah_plugin.require_active_from_environment(); "
+            "print(before, after['installed'], sorted(after['settings'].collect))")
+    asked = _fresh_python(code, TORCH_DEVICE_BACKEND_AUTOLOAD="0", TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm")
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    assert asked.stdout.split("\n")[-2] == "False True ['mm']"
+    quiet = _fresh_python(code, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert quiet.stdout.split("\n")[-2] == "False False []"
+    bad = _fresh_python(code, TORCH_DEVICE_BACKEND_AUTOLOAD="0", TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm",
+                        AH_PLUGIN_TOP_K="many")
+    assert bad.returncode != 0 and "AH_PLUGIN_TOP_K" in bad.stderr

@@ -85,8 +85,10 @@ def worker(spec: dict) -> None:
     """Inside the mode's process: compile each shape once, append one JSON line per shape."""
     import torch
 
+    import ah_plugin
     from torchgen_ah.eval_worker import make_case, shape_label
 
+    ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
     if any(row["op"] == "packed_linear" for row in spec["shapes"]):
         import torch._inductor.config as inductor_config

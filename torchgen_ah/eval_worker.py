@@ -119,6 +119,10 @@ def run(spec: dict) -> None:
     import torch
     import torch._inductor.config as inductor_config
 
+    import ah_plugin
+
+    ah_plugin.require_active_from_environment()  # the plugin this worker was started for, entry point or not
+
     out_dir = spec["out_dir"]
     device = spec["device"]
     inductor_config.fx_graph_cache = False

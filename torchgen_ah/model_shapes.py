@@ -117,6 +117,9 @@ class ModelShapesRunner(BenchmarkRunner):
         torch.cuda.set_device(0)
         torch.compiler.config.force_disable_caches = True
         inductor_config.autotune_local_cache = False
+        import ah_plugin
+
+        ah_plugin.require_active_from_environment()  # the rows must come from our collector
 
     def run_sample(self, spec: dict, reps: int, args, device: str) -> dict:
         import torch

@@ -258,10 +258,12 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                 raise RuntimeError(f"worker for {device}: CUDA is not available")
             torch.cuda.set_device(0)  # the runner shows each worker only its own GPU
             self.device = "cuda"
-        import ah_plugin  # noqa: F401 - the torch.backends entry point installed it from the env
+        import ah_plugin
 
+        # the rows must come from our collector: switched on here too if torch's entry point did not
+        status = ah_plugin.require_active_from_environment()
         print(f"worker ready: torch {torch.__version__} on {self._device_name(torch)}; "
-              f"plugin status {ah_plugin.status()}", flush=True)
+              f"plugin status {status}", flush=True)
 
     def _device_name(self, torch) -> str:
         if self.device == "cuda":
@@ -306,19 +308,24 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                 torch.compiler.reset()
                 launch_only = rep < warmup and args.warmup_mode == "compile"
                 start = time.perf_counter()
-                # the warm-up decides no shape padding: pad_mm would cache a decision made from the warm-up's
-                # placeholder timings, and the logged repetitions would reuse it
-                no_padding = inductor_config.patch(shape_padding=False) if launch_only else contextlib.nullcontext()
+                # pad_mm caches its "pad or not" decision for the repetitions: the warm-up takes it from real
+                # benchmarks, so the padded mm's candidates are built here too; workers sharing the GPU, and a
+                # torch where that cannot be arranged, get a warm-up that decides no padding at all
+                pad_decisions = contextlib.nullcontext()
+                if launch_only:
+                    pad_decisions = real_pad_decisions() if lock is None else None
+                    if pad_decisions is None or not pad_decisions.usable:
+                        pad_decisions = inductor_config.patch(shape_padding=False)
                 if launch_only and lock is not None:
                     # compile outside the turn; what touches the GPU (autotuning's example inputs and output
                     # buffers, running the compiled graph) takes it
                     compiled = torch.compile(fn, backend=self._turn_taking_backend(torch, lock), dynamic=False)
-                    with torch.no_grad(), no_padding, launch_only_benchmarks(launch=False), \
+                    with torch.no_grad(), pad_decisions, launch_only_benchmarks(launch=False), \
                             autotune_device_work_in_turn(lock):
                         outputs = compiled(*operands)
                 else:
                     compiled = torch.compile(fn, mode=COMPILE_MODE, dynamic=False)
-                    with held_or_nothing(lock), torch.no_grad(), no_padding, (
+                    with held_or_nothing(lock), torch.no_grad(), pad_decisions, (
                             launch_only_benchmarks() if launch_only else contextlib.nullcontext()):
                         outputs = compiled(*operands)
                         self._synchronize(torch)
@@ -460,6 +467,42 @@ def launch_only_benchmarks(launch: bool = True):
                 delattr(benchmarker, name)
             else:
                 setattr(benchmarker, name, own[name])
+
+
+class real_pad_decisions:
+    """Inside a compile-only warm-up: Inductor's pad_mm pass still benchmarks "pad or not" for real.
+
+    pad_mm caches that decision, and the logged repetitions reuse it; taken from the warm-up's placeholder
+    times it would always be "do not pad", and decided only in the first repetition it would make that
+    repetition compile the padded mm's candidates. So the pass gets the real benchmarker, captured on
+    entry (before ``launch_only_benchmarks`` replaces it). ``usable`` is False on a torch without the
+    pass's ``get_do_bench`` hook: the caller then switches padding off for the warm-up. Not for workers
+    sharing a GPU: the pass would also need their turn, and it would wait for it once per unaligned mm.
+    """
+
+    def __init__(self):
+        try:
+            from torch._inductor.fx_passes import pad_mm
+            from torch._inductor.runtime.benchmarking import benchmarker
+        except ImportError:  # pragma: no cover - older torch
+            pad_mm = benchmarker = None
+        self.usable = (pad_mm is not None and hasattr(benchmarker, "benchmark_gpu")
+                       and callable(vars(pad_mm).get("get_do_bench")))
+        self._pad_mm, self._benchmarker, self._saved = pad_mm, benchmarker, None
+
+    def __enter__(self):
+        if self.usable:
+            import functools
+
+            real = self._benchmarker.benchmark_gpu
+            self._saved = self._pad_mm.get_do_bench
+            self._pad_mm.get_do_bench = lambda: functools.partial(real, warmup=5)
+        return self
+
+    def __exit__(self, *exc):
+        if self._saved is not None:
+            self._pad_mm.get_do_bench, self._saved = self._saved, None
+        return False
 
 
 # Autotuning steps that run work on the device before and around benchmarking: creating the example inputs
