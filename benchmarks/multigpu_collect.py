@@ -9,7 +9,7 @@ log is read with the data layer and its metadata checked against the single-GPU 
         --run "two workers:2:two.done.json:two.txt" --run "torchrun x2:2:tr.done.json:tr_merged.txt"
 
 Ratios are fair only on the same work: ``gpu_jobs/multigpu.sh`` gives every run the same samples
-(``--first-sample``/``--num-samples``, no time budget), so each run times the same inputs. The table says
+(``--first-sample``/``--num-samples``, run to completion; a time limit only as a safety net), so each run times the same inputs. The table says
 per run how many of its inputs the reference also timed, whether the run finished everything it planned,
 and how its per-choice times agree with the reference's on the inputs both timed (ratio run / reference of
 each (input, choice) median: a GPU that differs, or two workers that overlap, shows in it).
@@ -88,6 +88,9 @@ def main(argv=None) -> int:
         row["shared"] = len(set(row["medians"]) & set(reference["medians"]))
         row["agreement"] = compare(reference["medians"], row["medians"]) if row is not reference else None
         rows.append(row)
+    if not rows:
+        print("no run left a result", file=sys.stderr)
+        return 1
     lines = ["## Collection across the GPUs of one host", ""]
     if args.gpu:
         lines += [f"{args.gpu}.", ""]
@@ -99,9 +102,6 @@ def main(argv=None) -> int:
         "| per-choice time / one GPU: median (10th-90th pct) | metadata matches the one-GPU log |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    if not rows:
-        print("no run left a result", file=sys.stderr)
-        return 1
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['gpus']} | {r['ok']} | {r['failed']} | {r['excluded']} | {r['minutes']:.2f} "

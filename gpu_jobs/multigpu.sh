@@ -29,7 +29,7 @@ COMMON="--seed 0 --num-reps 2 --search-space wide --search-space-sample 20 --max
   --timeout-per-sample 120 --stop-grace-seconds 30 --batch-size $BATCH_SIZE --no-progress \
   --first-sample $FIRST --num-samples $SAMPLES"
 budget() {  # minutes for the next run: RUN_MIN, or a fair share of what the call has left for $1 runs
-  python3 -c "import sys; left = $CALL_MIN - $SECONDS / 60 - 0.75; print(round(max(0.5, min($RUN_MIN, left / $1)), 2))"
+  python3 -c "left = $CALL_MIN - $SECONDS / 60 - 0.75; print(round(max(0.5, min($RUN_MIN, left / $1)), 2))"
 }
 mkdir -p "$OUT/one" "$OUT/all" "$OUT/torchrun" "$OUT/runs"
 ONE="$OUT/one/h200_mm_one.txt"; ALL="$OUT/all/h200_mm_all.txt"; TR="$OUT/torchrun/h200_mm_torchrun.txt"
