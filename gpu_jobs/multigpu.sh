@@ -16,7 +16,8 @@
 # A device call lasts at most 10 minutes: PART=collect runs 1-3 (about 6-7 minutes with SAMPLES=10 on 2
 # GPUs: the one-GPU run takes as long as the other two together), PART=tune runs 4 in a second call (about
 # 4.5 minutes on 2 GPUs, TUNE_TIMEOUT default 400 s). PART=collect writes the table (5) at its end;
-# PART=torchrun runs 3 alone.
+# PART=pair runs 1-2 only (room for more SAMPLES) and writes their table; PART=torchrun runs 3 alone, and
+# the table of all three is then made from both calls' folders with benchmarks/multigpu_collect.py.
 #   OUT=... PART=collect SAMPLES=10 MAX_EST_MS=20 bash gpu_jobs/multigpu.sh
 set -u
 : "${OUT:?set OUT to the output folder}"
@@ -33,13 +34,16 @@ budget() {  # minutes for the next run: RUN_MIN, or a fair share of what the cal
 }
 mkdir -p "$OUT/one" "$OUT/all" "$OUT/torchrun" "$OUT/runs"
 ONE="$OUT/one/h200_mm_one.txt"; ALL="$OUT/all/h200_mm_all.txt"; TR="$OUT/torchrun/h200_mm_torchrun.txt"
-if [ "$PART" = all ] || [ "$PART" = collect ]; then
-python3 -m torchgen_ah.mm.gen_data_mm -o "$ONE" $COMMON --num-gpus 1 --max-minutes "$(budget 2)" > "$OUT/runs/one.txt" 2>&1
+COLLECT=0; case "$PART" in all|collect|pair) COLLECT=1;; esac
+# the one-GPU run takes about as long as the runs after it together: 2 with torchrun to come, 1.5 without
+if [ $COLLECT = 1 ]; then
+REST=2; AFTER=2; [ "$PART" = pair ] && { REST=1.5; AFTER=1; }
+python3 -m torchgen_ah.mm.gen_data_mm -o "$ONE" $COMMON --num-gpus 1 --max-minutes "$(budget $REST)" > "$OUT/runs/one.txt" 2>&1
 cp "$ONE.done.json" "$OUT/runs/one.done.json"
-python3 -m torchgen_ah.mm.gen_data_mm -o "$ALL" $COMMON --num-gpus "$N" --max-minutes "$(budget 2)" > "$OUT/runs/all.txt" 2>&1
+python3 -m torchgen_ah.mm.gen_data_mm -o "$ALL" $COMMON --num-gpus "$N" --max-minutes "$(budget $AFTER)" > "$OUT/runs/all.txt" 2>&1
 cp "$ALL.done.json" "$OUT/runs/all.done.json"
 fi
-if [ "$PART" != tune ]; then
+if [ "$PART" != tune ] && [ "$PART" != pair ]; then
 torchrun --standalone --nproc-per-node "$N" -m torchgen_ah.mm.gen_data_mm -o "$OUT/torchrun/h200_mm_tr.txt" $COMMON \
   --max-minutes "$(budget 1)" --merge-to "$TR" > "$OUT/runs/torchrun.txt" 2>&1
 python3 - "$OUT/runs/torchrun.done.json" "$OUT"/torchrun/h200_mm_tr.rank*.txt.done.json <<'PY'
@@ -53,7 +57,7 @@ if parts:
     json.dump({**total, "seconds": max(p["seconds"] for p in parts), "failed": dict(failed)}, open(out, "w"))
 PY
 fi
-if [ "$PART" = all ] || [ "$PART" = collect ]; then
+if [ $COLLECT = 1 ]; then
 GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $N, $(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)')"
 python3 benchmarks/multigpu_collect.py --gpu "$GPU" \
   --command "OUT=... SAMPLES=$SAMPLES FIRST=$FIRST MAX_EST_MS=$MAX_EST_MS BATCH_SIZE=$BATCH_SIZE bash gpu_jobs/multigpu.sh" \
@@ -61,7 +65,7 @@ python3 benchmarks/multigpu_collect.py --gpu "$GPU" \
   --run "torchrun --nproc-per-node $N:$N:$OUT/runs/torchrun.done.json:$TR" \
   > "$OUT/multigpu_collect.txt" 2>&1
 fi
-[ "$PART" = collect ] || [ "$PART" = torchrun ] && {
+[ "$PART" = all ] || [ "$PART" = tune ] || {
   tail -n 3 "$OUT"/runs/*.txt; cat "$OUT/multigpu_collect.txt" 2>/dev/null; cp benchmarks/RESULTS.md "$OUT/RESULTS.md"; exit 0; }
 timeout "${TUNE_TIMEOUT:-400}" python3 benchmarks/mgpu_model_tune.py --device cuda --num-gpus "$N" --out-dir /tmp/ah_mgpu_tune \
   > "$OUT/mgpu_model_tune.txt" 2>&1

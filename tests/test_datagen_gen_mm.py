@@ -330,3 +330,26 @@ def test_core_slices_of_ranks_sharing_a_host_are_disjoint_and_match_compile_thre
     args = runner.parse_args(["-o", "x.txt", "--workers-per-gpu", "2"])
     assert runner.worker_env(args, "cuda:1")["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
     assert cores  # the real affinity was readable (Linux)
+
+
+def test_torchrun_static_deal_covers_every_input_once_and_balances_estimated_work():
+    """Without a shared queue, ranks take fixed shares: batches (as one process forms them) dealt heaviest
+    first to the least-loaded rank. Every sample lands on exactly one rank, excluded ones too, and the
+    ranks' estimated work differs by at most one batch's."""
+    from torchgen_ah.benchmark_runner import Task
+    from torchgen_ah.distributed import RankInfo, deal_by_work
+
+    runner = BenchmarkRunnerMM()
+    args = runner.parse_args(["-o", "x.txt", "--num-samples", "200", "--first-sample", "5000", "--batch-size", "2",
+                              "--max-estimated-ms", "20", "--num-reps", "2"])
+    world = 3
+    shares = [runner.rank_indices(args, RankInfo(r, world, r, True, world)) for r in range(world)]
+    assert sorted(i for s in shares for i in s) == list(range(5000, 5200))
+    kept = [runner.make_input(i, args) for i in range(5000, 5200)]
+    tasks = {i: spec for i, spec in zip(range(5000, 5200), kept) if runner.exclude_reason(spec, args) is None}
+    assert 0 < len(tasks) < 200, "the cost cap leaves some samples out"
+    batches = runner.make_batches([Task(i, spec, 2) for i, spec in tasks.items()], args)
+    weight = {b[0].index: runner.work_estimate(b, args) for b in batches}
+    loads = [sum(w for first, w in weight.items() if first in s) for s in shares]
+    assert max(loads) - min(loads) <= max(weight.values()), loads
+    assert deal_by_work([([1], 5.0), ([2], 3.0), ([3], 2.0), ([4], 1.0)], 2) == [[1, 4], [2, 3]]  # loads 6, 5

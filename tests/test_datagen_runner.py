@@ -41,6 +41,7 @@ class ToyRunner(BenchmarkRunner):
     def add_arguments(self, parser):
         parser.add_argument("--faults", default="", help="index:raise|hang|kill,...")
         parser.add_argument("--sleep", type=float, default=0.0, help="seconds per repetition")
+        parser.add_argument("--slow", default="", help="index:seconds,... extra seconds for these inputs")
         parser.add_argument("--group-by-parity", action="store_true", help="batch_key: n % 2")
 
     def batch_key(self, spec, args):
@@ -67,6 +68,8 @@ class ToyRunner(BenchmarkRunner):
         if fault == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         features = self.input_features(spec, args)
+        slow = dict(item.split(":") for item in args.slow.split(",") if item)
+        time.sleep(float(slow.get(str(spec["n"]), 0.0)))
         for rep in range(reps):
             time.sleep(args.sleep)
             rows = [format_row(TOY_METADATA, features, c, 0.001 * (i + 1) * (rep + 1)) for i, c in enumerate(CHOICES)]
@@ -182,6 +185,61 @@ def test_torchrun_style_shards_write_one_file_per_rank_and_merge(tmp_path):
     _run(single, "--num-samples", "10", "--num-reps", "1", "--seed", "4")
     key = lambda f: sorted(zip(f["m"].tolist(), f["n"].tolist(), f["choice"].tolist()))  # noqa: E731
     assert key(frame) == key(_rows(single))
+
+
+def _launch_ranks(out, world, *extra, ranks=None, run_id=None):
+    """Start ranks of a torchrun-style launch of the toy (each a real process); returns their outputs."""
+    procs = []
+    for rank in range(world) if ranks is None else ranks:
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+        env.pop("TORCHELASTIC_RUN_ID", None)
+        if run_id:
+            env["TORCHELASTIC_RUN_ID"] = run_id
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, "--device", "cpu", "-o", str(out), "--no-progress", *extra],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    for p in procs:
+        output, _ = p.communicate(timeout=180)
+        assert p.returncode == 0, output
+        outputs.append(output)
+    return outputs
+
+
+def test_ranks_sharing_a_folder_draw_from_one_queue_and_measure_each_input_once(tmp_path):
+    """Input 0 takes 8 s, the others 0.05 s: under a static deal its rank would also measure 3 more
+    inputs; from the shared queue the other ranks take them. Every input is measured by exactly one
+    rank, the ranks' counts add up to one process's, and the merge equals a single process's log."""
+    out, merged, world = tmp_path / "q.txt", tmp_path / "merged.txt", 3
+    _launch_ranks(out, world, "--num-samples", "12", "--num-reps", "1", "--seed", "4", "--sleep", "0.05",
+                  "--slow", "0:8", "--merge-to", str(merged), "--merge-wait-seconds", "120", run_id="job-7")
+    per_rank = [sorted(set(_rows(tmp_path / f"q.rank{r}.txt")["n"])) for r in range(world)]
+    measured = [n for ns in per_rank for n in ns]
+    assert sorted(measured) == list(range(12)), per_rank  # each input once, none lost
+    slow_rank = next(ns for ns in per_rank if 0 in ns)
+    assert len(slow_rank) < 4, f"the rank stuck on input 0 kept its static share: {per_rank}"
+    claims = os.listdir(tmp_path / "q.txt.claims" / "job-7")
+    assert sorted(c for c in claims if c.isdigit()) == sorted(str(i) for i in range(12))
+    done = [json.load(open(tmp_path / f"q.rank{r}.txt.done.json")) for r in range(world)]
+    assert sum(d["ok"] for d in done) == 12 and sum(d["not_started"] + d["skipped"] for d in done) == 0
+    single = tmp_path / "single.txt"
+    _run(single, "--num-samples", "12", "--num-reps", "1", "--seed", "4")
+    key = lambda f: sorted(zip(f["m"].tolist(), f["n"].tolist(), f["choice"].tolist()))  # noqa: E731
+    assert key(_rows(merged)) == key(_rows(single))
+    # a new launch resuming the same output measures nothing again: every rank reads every journal
+    _launch_ranks(out, world, "--num-samples", "12", "--num-reps", "1", "--seed", "4", run_id="job-8")
+    again = [json.load(open(tmp_path / f"q.rank{r}.txt.done.json")) for r in range(world)]
+    assert sum(d["ok"] for d in again) == 0 and sum(d["skipped"] for d in again) == 12
+
+
+def test_a_rank_alone_in_the_claims_folder_falls_back_to_its_static_share(tmp_path):
+    """Rank 1 of 2 never starts (as on a host that does not share the folder): rank 0 waits, says so,
+    and measures exactly its static share (batches dealt by estimated work, here every other input)."""
+    out = tmp_path / "s.txt"
+    (output,) = _launch_ranks(out, 2, "--num-samples", "6", "--num-reps", "1", "--shard-wait-seconds", "1",
+                              ranks=[0], run_id="job-9")
+    assert "not all 2 ranks seen" in output and "static share" in output
+    assert sorted(set(_rows(tmp_path / "s.rank0.txt")["n"])) == [0, 2, 4]
 
 
 def test_batches_share_a_request_and_a_failed_batch_is_retried_input_by_input(tmp_path):

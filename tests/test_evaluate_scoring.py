@@ -143,6 +143,25 @@ def test_table_from_logs_takes_median_default_set_and_first_pick(tmp_path):
     assert back.metadata["device_capa"] == (9, 0)
 
 
+def test_inputs_the_default_run_never_logged_are_left_out_not_scored_as_misses(tmp_path):
+    """pad_mm may pad a shape in the searched-space runs only (17 -> 24 rows): that key has no default
+    set or default pick, so it is listed in ``left_out`` and kept out of every policy's score."""
+    f, padded = feats(17, 2048, 8192), feats(24, 2048, 8192)
+    searched, default = tmp_path / "searched.txt", tmp_path / "default.txt"
+    _write_log(searched, META, [(f, "x", 1.0), (f, "y", 2.0), (padded, "x", 1.5), (padded, "z", 0.5)])
+    _write_log(default, META, [(f, "x", 1.1), (f, "y", 2.1)])
+    t = build_timing_table([searched], [default], labels=None)
+    (kept,) = t.inputs()
+    assert t.features[kept]["m"] == 17 and len(t.left_out) == 1 and t.left_out[0].startswith("24,")
+    per_input = score_policies(t, [default_policy(), cache_policy(t.first_pick)])
+    assert set(per_input["input"]) == {kept}
+    assert per_input.loc[per_input["policy"] == "cache", "benchmarked"].tolist() == [0]
+    t.save(tmp_path / "out")
+    assert TimingTable.load(tmp_path / "out").left_out == t.left_out
+    # without default logs every input is scored (each one's searched choices are its default set)
+    assert len(build_timing_table([searched]).inputs()) == 2
+
+
 def test_builtin_ah_matches_upstream_controller_on_h100_metadata():
     """Our replay of the built-in AutoHeuristic keeps what upstream's controller keeps."""
     from torch._inductor.autoheuristic.artifacts._MMRankingH100 import MMRankingH100
@@ -209,7 +228,34 @@ def test_ours_top1_keeps_one_choice_and_benchmarks_nothing_on_the_committed_h200
                                     ours_policy(1, table.metadata)])
     alone = scored[scored["policy"] == "ours_top1"]
     with_aten = scored[scored["policy"] == "ours_k1"]
-    assert len(alone) == 10 and (alone["benchmarked"] == 0).all()
+    assert len(alone) == 33 and (alone["benchmarked"] == 0).all()  # 34 shapes: M=1 never autotuned
     assert (with_aten["benchmarked"] == 2).all()
     assert (alone["regret_vs_default"].to_numpy() >= with_aten["regret_vs_default"].to_numpy() - 1e-9).all()
     assert (alone["time_ms"] / alone["default_ms"]).round(9).tolist() == alone["regret_vs_default"].round(9).tolist()
+
+
+def test_score_run_gives_the_rankers_the_runs_gpu_name_and_lists_left_out_inputs(tmp_path):
+    """Logs do not carry the device name, but device-specific artifacts (an H200 one) need it to be
+    chosen: the run's environment.json supplies it. A padded key only the searched runs logged is
+    reported by the report's ``main`` and not scored."""
+    import json
+
+    from torchgen_ah.eval_worker import log_paths
+    from torchgen_ah.evaluate import main
+
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,17,2048,8192,1,bfloat16,NN\n")
+    out = tmp_path / "run"
+    default_log, searched_log = log_paths(str(out), 0, "mm")
+    os.makedirs(os.path.dirname(default_log))
+    f, padded = feats(17, 2048, 8192), feats(24, 2048, 8192)
+    _write_log(default_log, META, [(f, "extern_mm", 1.0), (f, "x", 0.9)])
+    _write_log(searched_log, META, [(f, "extern_mm", 1.0), (f, "x", 0.8), (padded, "x", 0.7)])
+    (out / "environment.json").write_text(json.dumps({"gpu": "NVIDIA H200", "torch": "t", "triton": "t"}))
+    (out / "progress.jsonl").write_text(json.dumps({"index": 0, "status": "ok", "seconds": 1.0}) + "\n")
+    assert main([str(shapes), "--out", str(out), "--from-run", "--no-plots", "--results", str(tmp_path / "R.md")]) == 0
+    table = TimingTable.load(out / "timing" / "mm")
+    assert table.metadata["device_name"] == "NVIDIA H200"
+    report = (tmp_path / "R.md").read_text()
+    assert "### mm: 1 inputs" in report
+    assert "left out of the scores (1)" in report and "mm 17x2048x8192 bfloat16 NN, logged as 24," in report

@@ -151,6 +151,13 @@ class BenchmarkRunner:
         p.add_argument("--merge-to", default=None,
                        help="rank 0 merges all ranks' logs into this file at the end (shared filesystem)")
         p.add_argument("--merge-wait-seconds", type=float, default=600.0)
+        p.add_argument("--shard", choices=("queue", "static"), default="queue",
+                       help="under torchrun: 'queue' (default) ranks whose output folder is shared draw inputs "
+                            "from one queue (claim files in OUT.claims/<run id>/), falling back to 'static' "
+                            "when not all ranks show up there; 'static': each rank measures a fixed share, "
+                            "batches dealt by estimated work")
+        p.add_argument("--shard-wait-seconds", type=float, default=60.0,
+                       help="how long a rank waits for the others to appear in the claims folder")
         p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
         self.add_arguments(p)
         return p
@@ -218,6 +225,10 @@ class BenchmarkRunner:
     def batch_weight_limit(self, args) -> float:
         """A batch's inputs together stay within this weight (an input heavier than it runs alone)."""
         return float("inf")
+
+    def work_estimate(self, batch: Batch, args) -> float:
+        """Relative time a batch takes to measure; under a launcher ranks get batches of equal total work."""
+        return float(len(batch))
 
     def exclude_reason(self, spec: dict, args) -> str | None:
         """Why an input is left out of this run (e.g. over a cost budget), or None to measure it. Excluded
@@ -324,6 +335,40 @@ class BenchmarkRunner:
             tasks.append(Task(index, spec, remaining, key))
         return tasks
 
+    def rank_indices(self, args, info: distributed.RankInfo, shared: bool = False) -> list[int]:
+        """This rank's sample indices. Alone, or ranks drawing from one queue (``shared``): all of them.
+        Otherwise every rank batches the whole range as one process would (progress not looked at, so the
+        deal stays the same when ranks resume) and takes its share of the batches dealt by
+        ``work_estimate``. Excluded inputs go round robin, so the ranks' counts add up to one process's."""
+        first, count = args.first_sample, self.total_inputs(args)
+        if info.world_size <= 1:
+            return list(range(first, first + count))
+        if shared:
+            return [i for i in range(first, first + count) if i % info.world_size == info.rank
+                    or self.exclude_reason(self.make_input(i, args), args) is None]
+        tasks, excluded = [], []
+        for index in range(first, first + count):
+            spec = self.make_input(index, args)
+            if self.exclude_reason(spec, args) is not None:
+                excluded.append(index)
+            else:
+                tasks.append(Task(index, spec, args.num_reps))
+        groups = [([t.index for t in batch], self.work_estimate(batch, args))
+                  for batch in self.make_batches(tasks, args)]
+        mine = distributed.deal_by_work(groups, info.world_size)[info.rank]
+        return sorted(mine + [i for i in excluded if i % info.world_size == info.rank])
+
+    def _drop_done_by_any_rank(self, args, info: distributed.RankInfo, indices: list[int],
+                               summary: RunSummary) -> list[int]:
+        """Ranks sharing a queue resume from every rank's journal: inputs any rank finished are not
+        measured again (each counted as skipped once, by the rank it falls to round robin)."""
+        done: set[int] = set()
+        for path in distributed.all_rank_output_paths(args.output, info.world_size):
+            done.update(i for i, r in self.read_journal(self.journal_path(path)).items()
+                        if r.get("status") == STATUS_OK or not args.retry_failed)
+        summary.skipped += sum(1 for i in indices if i in done and i % info.world_size == info.rank)
+        return [i for i in indices if i not in done]
+
     def make_batches(self, tasks: list[Task], args) -> list[Batch]:
         """Tasks grouped into batches of at most ``--batch-size`` with the same ``batch_key`` and the same
         repetition count, within ``batch_weight_limit``; batches come in the order of their first task."""
@@ -401,12 +446,24 @@ class BenchmarkRunner:
         os.makedirs(directory, exist_ok=True)
         summary = RunSummary(log_path=log_path)
         start = time.monotonic()
-        indices = distributed.shard_indices(args.first_sample, self.total_inputs(args), info)
+        claims = None
+        if args.shard == "queue":
+            claims = distributed.InputClaims.for_launch(args.output, info)
+            if claims is not None and not claims.check_in(args.shard_wait_seconds):
+                print(f"rank {info.rank}: not all {info.world_size} ranks seen in {claims.directory} after "
+                      f"{args.shard_wait_seconds:g}s (no shared filesystem?): measuring this rank's static "
+                      "share", file=sys.stderr)
+            elif claims is not None:
+                print(f"rank {info.rank}: all {info.world_size} ranks draw inputs from one queue "
+                      f"({claims.directory})", file=sys.stderr)
+        indices = self.rank_indices(args, info, shared=claims is not None and claims.shared)
+        if claims is not None and claims.shared:
+            indices = self._drop_done_by_any_rank(args, info, indices, summary)
         tasks = self.plan(args, log_path, indices, summary)
         summary.planned = len(tasks)
         devices = self.worker_devices(args, info)[: max(1, len(tasks))]
         if tasks:
-            _Pool(self, args, argv, log_path, devices, summary, start).run(self.make_batches(tasks, args))
+            _Pool(self, args, argv, log_path, devices, summary, start, claims).run(self.make_batches(tasks, args))
         summary.seconds = time.monotonic() - start
         distributed.write_done_marker(log_path, summary.as_dict())
         self.finish(args, log_path, summary)
@@ -568,8 +625,10 @@ class _Pool:
 
     MAX_FAILED_STARTS = 3
 
-    def __init__(self, runner, args, argv, log_path, devices, summary: RunSummary, start: float) -> None:
+    def __init__(self, runner, args, argv, log_path, devices, summary: RunSummary, start: float,
+                 claims: "distributed.InputClaims | None" = None) -> None:
         self.runner = runner
+        self.claims = claims
         self.args = args
         self.argv = argv
         self.log_path = log_path
@@ -652,7 +711,7 @@ class _Pool:
                 if worker.state == "busy" and worker.batch is not None:
                     self.summary.interrupted += len(worker.batch)
                 worker.stop(timeout=5.0 if self.stop_requested else 20.0)
-            self.summary.not_started += sum(len(b) for b in pending)
+            self.summary.not_started += self._unclaimed(pending)
             self.journal.close()
             if self.bar is not None:
                 self.bar.close()
@@ -673,7 +732,7 @@ class _Pool:
         while True:
             now = time.monotonic()
             if pending and (self.stop_requested or now >= soft):
-                count = sum(len(b) for b in pending)
+                count = self._unclaimed(pending)
                 self._say(f"{'stop requested' if self.stop_requested else 'time budget reached'}: "
                           f"{count} inputs not started")
                 self.summary.not_started += count
@@ -686,7 +745,9 @@ class _Pool:
                         self._start(worker)
             for worker in self.workers:
                 if worker.state == "idle" and pending:
-                    self._dispatch(worker, pending.popleft())
+                    batch = self._take(pending)
+                    if batch:
+                        self._dispatch(worker, batch)
             if not any(w.state == "busy" for w in self.workers):
                 if not pending:
                     return
@@ -709,6 +770,26 @@ class _Pool:
             for worker in self.workers:
                 if worker.state in ("starting", "busy") and now >= worker.deadline:
                     self._handle_deadline(worker)
+
+    def _take(self, pending: collections.deque) -> Batch | None:
+        """The next batch, less the inputs other ranks of a shared queue claimed (they count as progress)."""
+        while pending:
+            batch = pending.popleft()
+            if self.claims is None:
+                return batch
+            mine = [t for t in batch if self.claims.claim(t.index)]
+            if self.bar is not None and len(mine) < len(batch):
+                self.bar.update(len(batch) - len(mine))
+            if mine:
+                return mine
+        return None
+
+    def _unclaimed(self, pending: collections.deque) -> int:
+        """Inputs left in the queue that nobody started and that this rank reports as not started."""
+        if self.claims is None:
+            return sum(len(b) for b in pending)
+        return sum(1 for b in pending for t in b
+                   if not self.claims.claimed(t.index) and self.claims.counts_as_mine(t.index))
 
     def _time_limit(self, worker: _Worker, batch: Batch) -> float:
         """Seconds a batch may take: --timeout-per-sample per input, times the workers it takes turns with

@@ -2,8 +2,9 @@
 
 * One host, several GPUs: the runner starts one worker process per GPU (``--num-gpus N`` or
   ``--devices 0,2,5``); the workers share the process's log through locked appends.
-* Several hosts (or one process per GPU) under ``torchrun``: ``RANK``/``WORLD_SIZE`` pick the shard
-  (sample ``i`` belongs to rank ``i % WORLD_SIZE``), ``LOCAL_RANK`` picks the GPU, and each rank writes its
+* Several hosts (or one process per GPU) under ``torchrun``: ``RANK``/``WORLD_SIZE`` pick the shard (every
+  rank batches the whole sample range as one process would and deals the batches by estimated work, see
+  ``deal_by_work``), ``LOCAL_RANK`` picks the GPU, and each rank writes its
   own file (``out.txt`` -> ``out.rank3.txt``). ``merge_rank_logs`` joins them with the data layer's merge,
   which refuses logs whose metadata disagree.
 
@@ -56,9 +57,82 @@ def rank_info(environ=None) -> RankInfo:
                     max(1, local_world if local_world is not None else 1))
 
 
-def shard_indices(first: int, count: int, info: RankInfo) -> list[int]:
-    """Sample indices of this rank: ``first .. first+count-1`` dealt round robin by rank."""
-    return [i for i in range(first, first + count) if i % info.world_size == info.rank]
+def deal_by_work(groups: list[tuple[list[int], float]], world_size: int) -> list[list[int]]:
+    """Indices per rank from ``(indices, estimated work)`` groups that must stay together: heaviest group
+    first (ties by first index), each to the rank with the least work so far (ties: lowest rank).
+
+    Static sharding cannot rebalance at run time as one host's shared queue does, so a round-robin deal
+    of a few hundred inputs whose costs differ tenfold leaves one rank finishing long after the others.
+    Deterministic: every rank computes the same deal from the same inputs."""
+    loads = [0.0] * world_size
+    out: list[list[int]] = [[] for _ in range(world_size)]
+    for indices, work in sorted(groups, key=lambda g: (-g[1], min(g[0]) if g[0] else 0)):
+        rank = min(range(world_size), key=lambda r: (loads[r], r))
+        loads[rank] += work
+        out[rank].extend(indices)
+    return [sorted(part) for part in out]
+
+
+class InputClaims:
+    """Which rank measures which input, when the ranks of a launch share a filesystem: a rank claims an
+    input by creating ``<dir>/<index>`` exclusively before measuring it, so the ranks draw from one queue
+    and a rank that drew slow inputs takes fewer (a static deal cannot rebalance at run time).
+
+    The folder is per launch (torchrun's ``TORCHELASTIC_RUN_ID``), so a resumed launch starts unclaimed and
+    relies on the journals for what is done. Every rank checks in; ``shared`` becomes True only when a rank
+    sees all ``world_size`` check-ins. Ranks that do not (hosts without a common filesystem, a rank too late)
+    keep their static deal but still claim, so no input is measured twice either way."""
+
+    def __init__(self, directory: str, info: RankInfo) -> None:
+        self.directory = directory
+        self.info = info
+        self.shared = False
+        self._mine: set[int] = set()
+        os.makedirs(directory, exist_ok=True)
+
+    @classmethod
+    def for_launch(cls, output: str, info: RankInfo, environ=None) -> "InputClaims | None":
+        """Claims beside ``output`` for this launch, or None when not launched or the launch has no id."""
+        env = os.environ if environ is None else environ
+        run_id = env.get("TORCHELASTIC_RUN_ID", "").strip()
+        if info.world_size <= 1 or not run_id or run_id == "none":
+            return None
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+        return cls(os.path.join(f"{output}.claims", safe), info)
+
+    def check_in(self, wait_seconds: float) -> bool:
+        """Announce this rank and wait up to ``wait_seconds`` for all ranks; sets and returns ``shared``."""
+        open(os.path.join(self.directory, f"rank{self.info.rank}.here"), "w").close()
+        deadline = time.monotonic() + wait_seconds
+        expected = {f"rank{r}.here" for r in range(self.info.world_size)}
+        while True:
+            if expected <= set(os.listdir(self.directory)):
+                self.shared = True
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+
+    def claim(self, index: int) -> bool:
+        """True if this rank may measure input ``index`` (claimed now, or earlier by this rank)."""
+        if index in self._mine:
+            return True
+        try:
+            fd = os.open(os.path.join(self.directory, str(index)), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        os.write(fd, str(self.info.rank).encode())
+        os.close(fd)
+        self._mine.add(index)
+        return True
+
+    def claimed(self, index: int) -> bool:
+        return index in self._mine or os.path.exists(os.path.join(self.directory, str(index)))
+
+    def counts_as_mine(self, index: int) -> bool:
+        """Whether an input nobody measured is this rank's to report (shared: round robin, so the ranks'
+        counts add up to one process's; static: the rank's deal is its own)."""
+        return not self.shared or index % self.info.world_size == self.info.rank
 
 
 def rank_output_path(path: str, info: RankInfo) -> str:

@@ -221,8 +221,12 @@ def build_tables(shapes, out_dir: str) -> dict[str, TimingTable]:
         searched.append(searched_log)
         defaults.append(default_log)
         log = read_log(default_log)
-        for key in set(input_keys(log.frame, log.metadata)):
+        default_keys = set(input_keys(log.frame, log.metadata))
+        for key in default_keys:
             labels[key] = shape_label(row)
+        log = read_log(searched_log)
+        for key in set(input_keys(log.frame, log.metadata)) - default_keys:
+            labels.setdefault(key, f"{shape_label(row)}, logged as {key}")
     # the collector logs each op under its own name; group by the name in the files
     return {op: build_timing_table(s, d, labels) for op, (s, d, labels) in by_op.items()}
 
@@ -296,8 +300,14 @@ def _load_json(path):
 def score_run(shapes, out_dir: str, artifact_dir=None, compile_cost=None, quality_policy="ours_k10"):
     """Tables, per-input scores, summaries and bars for a finished timing run."""
     results, bars = {}, {}
+    gpu = (_load_json(os.path.join(out_dir, "environment.json")) or {}).get("gpu")
     for op, table in build_tables(shapes, out_dir).items():
+        if gpu and gpu != "cpu":  # logs do not carry the device name; device-specific artifacts need it
+            table.metadata.setdefault("device_name", gpu)
         table.save(os.path.join(out_dir, "timing", op))
+        for key in table.left_out:
+            print(f"{op}: left out of the scores, logged only by the searched-space runs (no default-space "
+                  f"autotuning of it; e.g. pad_mm padded the shape there): {table.label(key)}", file=sys.stderr)
         per_input = score_policies(table, policies_for(table, artifact_dir))
         summary = summarize(per_input)
         results[op] = (summary, per_input)
@@ -360,6 +370,19 @@ def main(argv=None) -> int:
     if missing:
         extra += ["", f"Shapes without timings ({len(missing)} of {len(shapes)}):"]
         extra += [f"- {shape_label(shapes[i])}: {e['status']} {e['error']}" for i, e in missing if i < len(shapes)]
+    unlogged = [shape_label(row) for i, row in enumerate(shapes) if progress.get(i, {}).get("status") == "ok"
+                and not all(os.path.exists(p) for p in log_paths(args.out, i, row["op"]))]
+    if unlogged:
+        extra += ["", f"Shapes run but never autotuned by Inductor ({len(unlogged)}; no choices to score: "
+                  "Inductor lowers them without a template choice, e.g. M=1 as a matrix-vector product):"]
+        extra += [f"- {label}" for label in unlogged]
+    for op in results:
+        table = TimingTable.load(os.path.join(args.out, "timing", op))
+        if table.left_out:
+            extra += ["", f"{op} inputs left out of the scores ({len(table.left_out)}): logged only by the "
+                      "searched-space runs, never by default's autotuning, so there is no default pick to "
+                      "compare with (Inductor's pad_mm padded the shape in those runs):"]
+            extra += [f"- {table.label(key)}" for key in table.left_out]
     if args.e2e and os.path.exists(args.e2e):
         extra += ["", open(args.e2e, encoding="utf-8").read().rstrip()]
     for op, (summary, per_input) in results.items():

@@ -43,6 +43,8 @@ class TimingTable:
     features: input key -> the log's feature values of that input (what a heuristic ranks on).
     metadata: the log metadata (device capability, shared memory, feature names).
     first_pick: input key -> winner of the first default-space autotuning (what a cache would hold).
+    left_out: input keys logged only by the searched-space runs while default-space logs were given: no
+        default set to score them against (e.g. Inductor's pad_mm padded the shape in those runs only).
     """
 
     frame: pd.DataFrame
@@ -50,6 +52,7 @@ class TimingTable:
     metadata: dict
     first_pick: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)  # input key -> readable name (shape row)
+    left_out: list[str] = field(default_factory=list)
 
     def inputs(self) -> list[str]:
         """Input keys in first-seen order."""
@@ -89,6 +92,7 @@ class TimingTable:
                     "features": self.features,
                     "first_pick": self.first_pick,
                     "labels": self.labels,
+                    "left_out": self.left_out,
                 },
                 f,
                 indent=1,
@@ -106,7 +110,8 @@ class TimingTable:
         metadata = extra["metadata"]
         if metadata.get("device_capa") is not None:
             metadata["device_capa"] = tuple(metadata["device_capa"])
-        return cls(frame, extra["features"], metadata, extra.get("first_pick", {}), extra.get("labels", {}))
+        return cls(frame, extra["features"], metadata, extra.get("first_pick", {}), extra.get("labels", {}),
+                   extra.get("left_out", []))
 
 
 def _feature_value(value):
@@ -158,8 +163,10 @@ def _first_autotuning_pick(rows: pd.DataFrame) -> dict[str, str]:
 def build_timing_table(searched_logs, default_logs=(), labels=None) -> TimingTable:
     """Median per (input, choice) over every row of ``searched_logs`` and ``default_logs``.
 
-    ``default_logs`` define default's set per input (see module docstring); inputs absent from them
-    treat every searched choice as default's. ``labels`` maps input keys to readable names.
+    ``default_logs`` define default's set per input (see module docstring); without them every searched
+    choice is default's. With them, inputs they never logged are left out (``left_out``): a shape the
+    searched runs logged under another key (pad_mm padding it there) has no default pick to compare with.
+    ``labels`` maps input keys to readable names.
     """
     searched_logs, default_logs = list(searched_logs), list(default_logs)
     rows, metadata = _read_rows(searched_logs + default_logs)
@@ -169,6 +176,10 @@ def build_timing_table(searched_logs, default_logs=(), labels=None) -> TimingTab
         )
     default_rows, _ = _read_rows(default_logs) if default_logs else (rows.iloc[:0], metadata)
     default_sets = default_rows.groupby("input", sort=False)["choice"].agg(lambda s: set(s)).to_dict()
+    left_out = []
+    if default_logs:
+        left_out = [key for key in dict.fromkeys(rows["input"]) if key not in default_sets]
+        rows = rows[rows["input"].isin(default_sets.keys())]
 
     feedback = rows["feedback"].astype(float)
     rows = rows.assign(finite=np.isfinite(feedback), ms=feedback.where(np.isfinite(feedback)))
@@ -202,6 +213,7 @@ def build_timing_table(searched_logs, default_logs=(), labels=None) -> TimingTab
         metadata=metadata,
         first_pick=first_pick,
         labels=dict(labels or {}),
+        left_out=left_out,
     )
 
 

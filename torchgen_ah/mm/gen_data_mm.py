@@ -190,6 +190,14 @@ class BenchmarkRunnerMM(BenchmarkRunner):
     def batch_weight_limit(self, args) -> float:
         return 1.0
 
+    def work_estimate(self, batch, args) -> float:
+        """Rough H200 seconds of a batch, for dealing batches to torchrun ranks: per input a fixed share
+        (the warm-up compile of its candidates) and per repetition a part that grows with the call's time
+        (every candidate benchmarked). Fitted on a one-GPU run of 10 inputs (RESULTS.md, multi-GPU)."""
+        return sum(_WORK_PER_INPUT_S + args.num_reps * (_WORK_PER_REP_S + _WORK_PER_REP_PER_CALL_MS
+                                                        * estimated_call_ms(MMInput.from_dict(t.spec)))
+                   for t in batch)
+
     def exclude_reason(self, spec: dict, args) -> str | None:
         if args.max_estimated_ms is None:
             return None
@@ -426,6 +434,11 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+_WORK_PER_INPUT_S = 8.0
+_WORK_PER_REP_S = 2.0
+_WORK_PER_REP_PER_CALL_MS = 1.25
 
 
 def estimated_call_ms(inp: MMInput) -> float:
