@@ -218,18 +218,51 @@ def test_ranks_sharing_a_folder_draw_from_one_queue_and_measure_each_input_once(
     assert sorted(measured) == list(range(12)), per_rank  # each input once, none lost
     slow_rank = next(ns for ns in per_rank if 0 in ns)
     assert len(slow_rank) < 4, f"the rank stuck on input 0 kept its static share: {per_rank}"
-    claims = os.listdir(tmp_path / "q.txt.claims" / "job-7")
-    assert sorted(c for c in claims if c.isdigit()) == sorted(str(i) for i in range(12))
     done = [json.load(open(tmp_path / f"q.rank{r}.txt.done.json")) for r in range(world)]
     assert sum(d["ok"] for d in done) == 12 and sum(d["not_started"] + d["skipped"] for d in done) == 0
     single = tmp_path / "single.txt"
     _run(single, "--num-samples", "12", "--num-reps", "1", "--seed", "4")
     key = lambda f: sorted(zip(f["m"].tolist(), f["n"].tolist(), f["choice"].tolist()))  # noqa: E731
     assert key(_rows(merged)) == key(_rows(single))
-    # a new launch resuming the same output measures nothing again: every rank reads every journal
-    _launch_ranks(out, world, "--num-samples", "12", "--num-reps", "1", "--seed", "4", run_id="job-8")
-    again = [json.load(open(tmp_path / f"q.rank{r}.txt.done.json")) for r in range(world)]
-    assert sum(d["ok"] for d in again) == 0 and sum(d["skipped"] for d in again) == 12
+    assert not (tmp_path / "q.txt.claims").joinpath("job-7-r0").exists(), "rank 0 removes the claims after merging"
+    # a new launch resuming the same output measures nothing again, in either mode: every rank reads
+    # every rank's journal and log
+    for mode in ("queue", "static"):
+        _launch_ranks(out, world, "--num-samples", "12", "--num-reps", "1", "--seed", "4", "--shard", mode,
+                      run_id="job-8")
+        again = [json.load(open(tmp_path / f"q.rank{r}.txt.done.json")) for r in range(world)]
+        assert sum(d["ok"] for d in again) == 0 and sum(d["skipped"] for d in again) == 12, (mode, again)
+
+
+def test_a_queue_launch_stopped_by_its_budget_resumes_under_the_same_run_id_without_duplicates(tmp_path):
+    """The budget stops a launch mid-way (batches finishing during the stop write rows without a journal
+    line); every input is counted exactly once across ranks. A relaunch reusing the run id (a restarted
+    or requeued job) starts a fresh claims generation instead of honouring stale claims, and finishes
+    the rest: every input measured, none twice."""
+    out, world, n = tmp_path / "b.txt", 2, 16
+    common = ("--num-samples", str(n), "--num-reps", "1", "--seed", "4", "--sleep", "0.4",
+              "--batch-size", "2")
+    _launch_ranks(out, world, *common, "--max-minutes", "0.03", "--stop-grace-seconds", "5", run_id="job-1")
+    first = [json.load(open(tmp_path / f"b.rank{r}.txt.done.json")) for r in range(world)]
+    accounted = sum(d["ok"] + d["not_started"] + d["interrupted"] + sum(d["failed"].values()) for d in first)
+    assert accounted == n and sum(d["ok"] for d in first) < n, first
+    _launch_ranks(out, world, *common, run_id="job-1")
+    assert sorted(os.listdir(tmp_path / "b.txt.claims" / "job-1-r0")) == ["g0", "g1"]
+    rows = [_rows(tmp_path / f"b.rank{r}.txt") for r in range(world)]
+    per_input = collections.Counter(n_ for frame in rows for n_ in frame.groupby(["n", "choice"]).size().index)
+    assert sorted({key[0] for key in per_input}) == list(range(n))
+    assert set(per_input.values()) == {1}, "an input measured by both launches or both ranks"
+
+
+def test_an_unusable_claims_folder_falls_back_to_the_static_deal(tmp_path):
+    """A file where the claims folder should be (or any OS error there): each rank says so and measures
+    its static share; nothing is lost or measured twice."""
+    out = tmp_path / "u.txt"
+    (tmp_path / "u.txt.claims").write_text("not a folder")
+    outputs = _launch_ranks(out, 2, "--num-samples", "6", "--num-reps", "1", run_id="job-2")
+    assert all("cannot use the claims folder" in o for o in outputs)
+    shares = [sorted(set(_rows(tmp_path / f"u.rank{r}.txt")["n"])) for r in range(2)]
+    assert shares == [[0, 2, 4], [1, 3, 5]]
 
 
 def test_a_rank_alone_in_the_claims_folder_falls_back_to_its_static_share(tmp_path):
@@ -326,3 +359,15 @@ def test_error_headline_names_the_error_not_torchs_advice_line():
     assert error_headline("no result after 120s; worker killed") == "no result after 120s; worker killed"
     assert error_headline("worker died\nSet TORCHDYNAMO_VERBOSE=1 for more") == "worker died"
     assert error_headline("") == ""
+
+
+def test_launch_id_covers_plain_torchrun_and_restarts():
+    """Plain ``torchrun --nproc-per-node N`` has run id "none": the rendezvous address names the launch;
+    a restart gets its own folder; outside a launch there is no queue."""
+    from torchgen_ah.distributed import InputClaims
+
+    assert InputClaims.launch_id({"TORCHELASTIC_RUN_ID": "abc", "TORCHELASTIC_RESTART_COUNT": "2"}) == "abc-r2"
+    assert InputClaims.launch_id({"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "10.0.0.1",
+                                  "MASTER_PORT": "29500"}) == "10.0.0.1-29500-r0"
+    assert InputClaims.launch_id({"TORCHELASTIC_RUN_ID": "a/b c"}) == "a_b_c-r0"
+    assert InputClaims.launch_id({}) is None

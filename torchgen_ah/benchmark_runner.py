@@ -308,29 +308,49 @@ class BenchmarkRunner:
         except KeyError:
             return None
 
-    def plan(self, args, log_path: str, indices: list[int], summary: RunSummary) -> list[Task]:
+    def progress(self, log_paths) -> tuple[dict[int, dict], dict[str, int], list[str]]:
+        """What earlier runs left in ``log_paths`` (one log, or every rank's): journal records by index (an
+        ok record wins over a failed one), repetitions written per input key (summed over the logs), and
+        the log's feature columns."""
+        journal: dict[int, dict] = {}
+        reps: collections.Counter = collections.Counter()
+        columns: list[str] = []
+        for path in [log_paths] if isinstance(log_paths, str) else log_paths:
+            for index, record in self.read_journal(self.journal_path(path)).items():
+                if index not in journal or record.get("status") == STATUS_OK:
+                    journal[index] = record
+            done, found = self.reps_in_log(path)
+            reps.update(done)
+            columns = columns or found
+        return journal, dict(reps), columns
+
+    def plan(self, args, log_paths, indices: list[int], summary: RunSummary, reports=None) -> list[Task]:
         """The tasks still to do: inputs neither journaled (ok, or failed unless --retry-failed) nor
-        complete in the log; partly measured inputs get only their missing repetitions."""
-        journal = self.read_journal(self.journal_path(log_path))
-        reps_done, columns = self.reps_in_log(log_path)
+        complete in the logs; partly measured inputs get only their missing repetitions. ``log_paths``: this
+        process's log, or every rank's (a launch resumes from all of them, since any rank may have measured
+        an input), or their ``progress``. ``reports(index)``: whether this process counts an input it skips
+        or excludes (ranks of one queue each count a round-robin share)."""
+        journal, reps_done, columns = log_paths if isinstance(log_paths, tuple) else self.progress(log_paths)
+        reports = reports or (lambda index: True)
         tasks = []
         for index in indices:
             record = journal.get(index)
             if record is not None and (record.get("status") == STATUS_OK or not args.retry_failed):
-                summary.skipped += 1
+                summary.skipped += reports(index)
                 continue
             spec = self.make_input(index, args)
             reason = self.exclude_reason(spec, args)
             if reason is not None:
-                if not summary.excluded:
-                    print(f"{self.name}: leaving out inputs, e.g. sample {index} "
-                          f"({self.describe_input(spec)}): {reason}", file=sys.stderr)
-                summary.excluded += 1
+                if reports(index):
+                    if not summary.excluded:
+                        print(f"{self.name}: leaving out inputs, e.g. sample {index} "
+                              f"({self.describe_input(spec)}): {reason}", file=sys.stderr)
+                    summary.excluded += 1
                 continue
             key = self.input_key(spec, args, columns)
             remaining = args.num_reps - reps_done.get(key, 0) if key is not None else args.num_reps
             if remaining <= 0:
-                summary.skipped += 1
+                summary.skipped += reports(index)
                 continue
             tasks.append(Task(index, spec, remaining, key))
         return tasks
@@ -339,13 +359,10 @@ class BenchmarkRunner:
         """This rank's sample indices. Alone, or ranks drawing from one queue (``shared``): all of them.
         Otherwise every rank batches the whole range as one process would (progress not looked at, so the
         deal stays the same when ranks resume) and takes its share of the batches dealt by
-        ``work_estimate``. Excluded inputs go round robin, so the ranks' counts add up to one process's."""
+        ``work_estimate``; excluded inputs go round robin, so the ranks' counts add up to one process's."""
         first, count = args.first_sample, self.total_inputs(args)
-        if info.world_size <= 1:
+        if info.world_size <= 1 or shared:
             return list(range(first, first + count))
-        if shared:
-            return [i for i in range(first, first + count) if i % info.world_size == info.rank
-                    or self.exclude_reason(self.make_input(i, args), args) is None]
         tasks, excluded = [], []
         for index in range(first, first + count):
             spec = self.make_input(index, args)
@@ -358,16 +375,27 @@ class BenchmarkRunner:
         mine = distributed.deal_by_work(groups, info.world_size)[info.rank]
         return sorted(mine + [i for i in excluded if i % info.world_size == info.rank])
 
-    def _drop_done_by_any_rank(self, args, info: distributed.RankInfo, indices: list[int],
-                               summary: RunSummary) -> list[int]:
-        """Ranks sharing a queue resume from every rank's journal: inputs any rank finished are not
-        measured again (each counted as skipped once, by the rank it falls to round robin)."""
-        done: set[int] = set()
-        for path in distributed.all_rank_output_paths(args.output, info.world_size):
-            done.update(i for i, r in self.read_journal(self.journal_path(path)).items()
-                        if r.get("status") == STATUS_OK or not args.retry_failed)
-        summary.skipped += sum(1 for i in indices if i in done and i % info.world_size == info.rank)
-        return [i for i in indices if i not in done]
+    @staticmethod
+    def _check_in(args, info: distributed.RankInfo) -> "distributed.InputClaims | None":
+        """This launch's shared queue, checked in; None (a static deal) when there is no launch id or the
+        claims folder cannot be used."""
+        claims = distributed.InputClaims.for_launch(args.output, info)
+        if claims is None:
+            return None
+        try:
+            shared = claims.check_in(args.shard_wait_seconds)
+        except OSError as exc:
+            print(f"rank {info.rank}: cannot use the claims folder {claims.base} ({exc}): measuring this "
+                  "rank's static share", file=sys.stderr)
+            return None
+        if shared:
+            print(f"rank {info.rank}: all {info.world_size} ranks draw inputs from one queue "
+                  f"({claims.directory})", file=sys.stderr)
+        else:
+            print(f"rank {info.rank}: not all {info.world_size} ranks seen in {claims.directory} after "
+                  f"{args.shard_wait_seconds:g}s (no shared filesystem?): measuring this rank's static "
+                  "share", file=sys.stderr)
+        return claims
 
     def make_batches(self, tasks: list[Task], args) -> list[Batch]:
         """Tasks grouped into batches of at most ``--batch-size`` with the same ``batch_key`` and the same
@@ -446,21 +474,14 @@ class BenchmarkRunner:
         os.makedirs(directory, exist_ok=True)
         summary = RunSummary(log_path=log_path)
         start = time.monotonic()
-        claims = None
-        if args.shard == "queue":
-            claims = distributed.InputClaims.for_launch(args.output, info)
-            if claims is not None and not claims.check_in(args.shard_wait_seconds):
-                print(f"rank {info.rank}: not all {info.world_size} ranks seen in {claims.directory} after "
-                      f"{args.shard_wait_seconds:g}s (no shared filesystem?): measuring this rank's static "
-                      "share", file=sys.stderr)
-            elif claims is not None:
-                print(f"rank {info.rank}: all {info.world_size} ranks draw inputs from one queue "
-                      f"({claims.directory})", file=sys.stderr)
+        # what is done is read before the ranks check in, so no rank counts what another measures meanwhile
+        progress = self.progress(distributed.all_rank_output_paths(args.output, info.world_size)
+                                 if info.under_launcher and info.world_size > 1 else log_path)
+        claims = self._check_in(args, info) if args.shard == "queue" else None
         indices = self.rank_indices(args, info, shared=claims is not None and claims.shared)
-        if claims is not None and claims.shared:
-            indices = self._drop_done_by_any_rank(args, info, indices, summary)
-        tasks = self.plan(args, log_path, indices, summary)
-        summary.planned = len(tasks)
+        reports = claims.reports if claims is not None else None
+        tasks = self.plan(args, progress, indices, summary, reports)
+        summary.planned = sum(1 for t in tasks if reports is None or reports(t.index))
         devices = self.worker_devices(args, info)[: max(1, len(tasks))]
         if tasks:
             _Pool(self, args, argv, log_path, devices, summary, start, claims).run(self.make_batches(tasks, args))
@@ -473,6 +494,8 @@ class BenchmarkRunner:
             if missing:
                 print(f"warning: ranks not finished after {args.merge_wait_seconds}s, merging without: "
                       f"{missing}", file=sys.stderr)
+            elif claims is not None:
+                claims.remove()  # every rank has finished: nothing claims any more
             distributed.merge_logs(args.merge_to, [p for p in paths if p not in missing])
         return summary
 
@@ -711,7 +734,7 @@ class _Pool:
                 if worker.state == "busy" and worker.batch is not None:
                     self.summary.interrupted += len(worker.batch)
                 worker.stop(timeout=5.0 if self.stop_requested else 20.0)
-            self.summary.not_started += self._unclaimed(pending)
+            self.summary.not_started += self._not_started(pending)
             self.journal.close()
             if self.bar is not None:
                 self.bar.close()
@@ -732,7 +755,7 @@ class _Pool:
         while True:
             now = time.monotonic()
             if pending and (self.stop_requested or now >= soft):
-                count = self._unclaimed(pending)
+                count = self._not_started(pending)
                 self._say(f"{'stop requested' if self.stop_requested else 'time budget reached'}: "
                           f"{count} inputs not started")
                 self.summary.not_started += count
@@ -784,12 +807,14 @@ class _Pool:
                 return mine
         return None
 
-    def _unclaimed(self, pending: collections.deque) -> int:
-        """Inputs left in the queue that nobody started and that this rank reports as not started."""
+    def _not_started(self, pending: collections.deque) -> int:
+        """Inputs left in the queue at a stop that this rank reports as not started: all of them alone;
+        with claims, those this rank holds (e.g. waiting for a retry) or can still claim among the ones it
+        reports, so that no other rank measures or counts them too."""
         if self.claims is None:
             return sum(len(b) for b in pending)
-        return sum(1 for b in pending for t in b
-                   if not self.claims.claimed(t.index) and self.claims.counts_as_mine(t.index))
+        return sum(1 for b in pending for t in b if self.claims.holds(t.index)
+                   or (self.claims.reports(t.index) and self.claims.claim(t.index)))
 
     def _time_limit(self, worker: _Worker, batch: Batch) -> float:
         """Seconds a batch may take: --timeout-per-sample per input, times the workers it takes turns with

@@ -2,9 +2,10 @@
 
 * One host, several GPUs: the runner starts one worker process per GPU (``--num-gpus N`` or
   ``--devices 0,2,5``); the workers share the process's log through locked appends.
-* Several hosts (or one process per GPU) under ``torchrun``: ``RANK``/``WORLD_SIZE`` pick the shard (every
-  rank batches the whole sample range as one process would and deals the batches by estimated work, see
-  ``deal_by_work``), ``LOCAL_RANK`` picks the GPU, and each rank writes its
+* Several hosts (or one process per GPU) under ``torchrun``: ranks that share the output folder draw
+  inputs from one queue (``InputClaims``); others take a static share (every rank batches the whole
+  sample range as one process would and deals the batches by estimated work, ``deal_by_work``).
+  ``LOCAL_RANK`` picks the GPU, and each rank writes its
   own file (``out.txt`` -> ``out.rank3.txt``). ``merge_rank_logs`` joins them with the data layer's merge,
   which refuses logs whose metadata disagree.
 
@@ -78,35 +79,61 @@ class InputClaims:
     input by creating ``<dir>/<index>`` exclusively before measuring it, so the ranks draw from one queue
     and a rank that drew slow inputs takes fewer (a static deal cannot rebalance at run time).
 
-    The folder is per launch (torchrun's ``TORCHELASTIC_RUN_ID``), so a resumed launch starts unclaimed and
-    relies on the journals for what is done. Every rank checks in; ``shared`` becomes True only when a rank
-    sees all ``world_size`` check-ins. Ranks that do not (hosts without a common filesystem, a rank too late)
-    keep their static deal but still claim, so no input is measured twice either way."""
+    The folder is per launch: ``<output>.claims/<launch id>-r<restart>/g<n>``. The launch id is torchrun's
+    ``TORCHELASTIC_RUN_ID``, else ``MASTER_ADDR``/``MASTER_PORT``. A rank checks in by creating
+    ``rank<r>.here`` exclusively in the first generation ``g<n>`` where it does not exist yet, so a launch
+    that reuses an id (a restart, a requeued job) starts from an empty folder instead of an earlier
+    launch's claims; what is done comes from the journals and logs. ``shared`` becomes True only when a
+    rank sees all ``world_size`` check-ins. Ranks that do not (hosts without a common filesystem, a rank
+    too late) keep their static deal but still claim, so within a launch no input is measured twice."""
 
-    def __init__(self, directory: str, info: RankInfo) -> None:
-        self.directory = directory
+    def __init__(self, base: str, info: RankInfo) -> None:
+        self.base = base
+        self.directory = base
         self.info = info
         self.shared = False
         self._mine: set[int] = set()
-        os.makedirs(directory, exist_ok=True)
+        self._warned = False
+
+    @staticmethod
+    def launch_id(environ=None) -> str | None:
+        env = os.environ if environ is None else environ
+        run_id = env.get("TORCHELASTIC_RUN_ID", "").strip()
+        if not run_id or run_id == "none":  # plain torchrun without --rdzv-id or --standalone
+            addr, port = env.get("MASTER_ADDR", "").strip(), env.get("MASTER_PORT", "").strip()
+            run_id = f"{addr}-{port}" if addr and port else ""
+        if not run_id:
+            return None
+        restart = env.get("TORCHELASTIC_RESTART_COUNT", "0").strip() or "0"
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{run_id}-r{restart}")
 
     @classmethod
     def for_launch(cls, output: str, info: RankInfo, environ=None) -> "InputClaims | None":
         """Claims beside ``output`` for this launch, or None when not launched or the launch has no id."""
-        env = os.environ if environ is None else environ
-        run_id = env.get("TORCHELASTIC_RUN_ID", "").strip()
-        if info.world_size <= 1 or not run_id or run_id == "none":
+        launch = cls.launch_id(environ)
+        if info.world_size <= 1 or launch is None:
             return None
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
-        return cls(os.path.join(f"{output}.claims", safe), info)
+        return cls(os.path.join(f"{output}.claims", launch), info)
 
     def check_in(self, wait_seconds: float) -> bool:
-        """Announce this rank and wait up to ``wait_seconds`` for all ranks; sets and returns ``shared``."""
-        open(os.path.join(self.directory, f"rank{self.info.rank}.here"), "w").close()
+        """Announce this rank in the launch's first fresh generation folder and wait up to
+        ``wait_seconds`` for all ranks there; sets and returns ``shared``. Raises OSError when the folder
+        cannot be written (the caller falls back to a static deal)."""
+        generation = 0
+        while True:
+            directory = os.path.join(self.base, f"g{generation}")
+            os.makedirs(directory, exist_ok=True)
+            try:
+                os.close(os.open(os.path.join(directory, f"rank{self.info.rank}.here"),
+                                 os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                generation += 1
+        self.directory = directory
         deadline = time.monotonic() + wait_seconds
         expected = {f"rank{r}.here" for r in range(self.info.world_size)}
         while True:
-            if expected <= set(os.listdir(self.directory)):
+            if expected <= set(os.listdir(directory)):
                 self.shared = True
                 return True
             if time.monotonic() >= deadline:
@@ -114,25 +141,47 @@ class InputClaims:
             time.sleep(0.2)
 
     def claim(self, index: int) -> bool:
-        """True if this rank may measure input ``index`` (claimed now, or earlier by this rank)."""
+        """True if this rank may measure input ``index`` (claimed now, or earlier by this rank). If the
+        folder fails (disk full, stale NFS handle), the input goes by the round-robin rule instead, which
+        the other ranks apply too when they fail the same way."""
         if index in self._mine:
             return True
         try:
             fd = os.open(os.path.join(self.directory, str(index)), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             return False
-        os.write(fd, str(self.info.rank).encode())
-        os.close(fd)
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                print(f"warning: cannot claim inputs in {self.directory} ({exc}); taking inputs round robin",
+                      file=sys.stderr)
+            if index % self.info.world_size != self.info.rank:
+                return False
+            self._mine.add(index)
+            return True
+        try:
+            os.write(fd, str(self.info.rank).encode())
+        except OSError:
+            pass  # the file exists: the claim holds without its content
+        finally:
+            os.close(fd)
         self._mine.add(index)
         return True
 
-    def claimed(self, index: int) -> bool:
-        return index in self._mine or os.path.exists(os.path.join(self.directory, str(index)))
+    def holds(self, index: int) -> bool:
+        return index in self._mine
 
-    def counts_as_mine(self, index: int) -> bool:
-        """Whether an input nobody measured is this rank's to report (shared: round robin, so the ranks'
-        counts add up to one process's; static: the rank's deal is its own)."""
+    def reports(self, index: int) -> bool:
+        """Whether this rank reports an input in its counts (done, skipped, excluded, not started) when no
+        rank measured it: in a shared queue round robin, so the ranks' counts add up to one process's; in
+        a static deal every input of the rank's share."""
         return not self.shared or index % self.info.world_size == self.info.rank
+
+    def remove(self) -> None:
+        """Delete this launch's folder (all ranks have finished)."""
+        import shutil
+
+        shutil.rmtree(self.base, ignore_errors=True)
 
 
 def rank_output_path(path: str, info: RankInfo) -> str:
