@@ -153,9 +153,9 @@ class BenchmarkRunner:
         p.add_argument("--merge-wait-seconds", type=float, default=600.0)
         p.add_argument("--shard", choices=("queue", "static"), default="queue",
                        help="under torchrun: 'queue' (default) ranks whose output folder is shared draw inputs "
-                            "from one queue (claim files in OUT.claims/<run id>/), falling back to 'static' "
-                            "when not all ranks show up there; 'static': each rank measures a fixed share, "
-                            "batches dealt by estimated work")
+                            "from one queue (claim files in OUT.claims/<launch>/g<n>/), falling back to "
+                            "'static' when not all ranks show up there; 'static': each rank measures a fixed "
+                            "share, batches dealt by estimated work")
         p.add_argument("--shard-wait-seconds", type=float, default=60.0,
                        help="how long a rank waits for the others to appear in the claims folder")
         p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
