@@ -298,16 +298,15 @@ def _load_json(path):
 
 
 def score_run(shapes, out_dir: str, artifact_dir=None, compile_cost=None, quality_policy="ours_k10"):
-    """Tables, per-input scores, summaries and bars for a finished timing run."""
-    results, bars = {}, {}
+    """Tables, per-input scores, summaries and bars for a finished timing run, and per op the labels of
+    the inputs the tables left out (see ``TimingTable.left_out``)."""
+    results, bars, left_out = {}, {}, {}
     gpu = (_load_json(os.path.join(out_dir, "environment.json")) or {}).get("gpu")
     for op, table in build_tables(shapes, out_dir).items():
         if gpu and gpu != "cpu":  # logs do not carry the device name; device-specific artifacts need it
             table.metadata.setdefault("device_name", gpu)
         table.save(os.path.join(out_dir, "timing", op))
-        for key in table.left_out:
-            print(f"{op}: left out of the scores, logged only by the searched-space runs (no default-space "
-                  f"autotuning of it; e.g. pad_mm padded the shape there): {table.label(key)}", file=sys.stderr)
+        left_out[op] = [table.label(key) for key in table.left_out]
         per_input = score_policies(table, policies_for(table, artifact_dir))
         summary = summarize(per_input)
         results[op] = (summary, per_input)
@@ -315,7 +314,7 @@ def score_run(shapes, out_dir: str, artifact_dir=None, compile_cost=None, qualit
         bars[op] = check_bars(summary, quality_policy=quality_policy,
                               autotune_seconds=cost.get("autotune_seconds"),
                               compile_seconds=cost.get("compile_seconds"))
-    return results, bars
+    return results, bars, left_out
 
 
 def main(argv=None) -> int:
@@ -363,7 +362,7 @@ def main(argv=None) -> int:
         run_timing(shapes, args.out, reps, args.space, device, args.max_minutes, args.sample, args.workers)
 
     progress = _progress(args.out)
-    results, bars = score_run(shapes, args.out, args.artifact_dir, _load_json(args.compile_cost),
+    results, bars, left_out = score_run(shapes, args.out, args.artifact_dir, _load_json(args.compile_cost),
                               args.quality_policy)
     extra = []
     missing = [(i, e) for i, e in sorted(progress.items()) if e["status"] != "ok"]
@@ -376,13 +375,12 @@ def main(argv=None) -> int:
         extra += ["", f"Shapes run but never autotuned by Inductor ({len(unlogged)}; no choices to score: "
                   "Inductor lowers them without a template choice, e.g. M=1 as a matrix-vector product):"]
         extra += [f"- {label}" for label in unlogged]
-    for op in results:
-        table = TimingTable.load(os.path.join(args.out, "timing", op))
-        if table.left_out:
-            extra += ["", f"{op} inputs left out of the scores ({len(table.left_out)}): logged only by the "
+    for op, labels in left_out.items():
+        if labels:
+            extra += ["", f"{op} inputs left out of the scores ({len(labels)}): logged only by the "
                       "searched-space runs, never by default's autotuning, so there is no default pick to "
                       "compare with (Inductor's pad_mm padded the shape in those runs):"]
-            extra += [f"- {table.label(key)}" for key in table.left_out]
+            extra += [f"- {label}" for label in labels]
     if args.e2e and os.path.exists(args.e2e):
         extra += ["", open(args.e2e, encoding="utf-8").read().rstrip()]
     for op, (summary, per_input) in results.items():
