@@ -15,7 +15,7 @@ pin() {  # pin LANE_INDEX: the taskset prefix for a lane, empty without taskset
   if [ "$1" = 0 ]; then echo "taskset -c 0-$((half - 1))"; else echo "taskset -c $half-$((cores - 1))"; fi
 }
 lane() {  # lane INDEX NAME STEPS
-  local IFS='|'; read -r -a steps <<< "$3"
+  local steps; IFS='|' read -r -a steps <<< "$3"  # IFS only for the read: the taskset prefix below must split on spaces
   CUDA_VISIBLE_DEVICES=$1 AH_SKIP_INSTALL=1 AH_BATCH_DIR=/tmp/ah_lane_$2 AH_BATCH_NAME=lane_$2 \
     $(pin "$1") bash gpu_jobs/run_batch.sh "${steps[@]}" > "$OUT/lane_$2.txt" 2>&1
 }
