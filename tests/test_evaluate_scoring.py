@@ -211,7 +211,7 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     assert mode_environment("ours_k1", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "1"
     alone = mode_environment("ours_top1", str(tmp_path), base_env={"AH_PLUGIN_KEEP_ATEN": "1"})[0]
     assert (alone["AH_PLUGIN_TOP_K"], alone["AH_PLUGIN_KEEP_ATEN"], alone["AH_PLUGIN_MIN_CHOICES"]) == ("1", "0", "1")
-    assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm"
+    assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm,addmm"  # linear layers lower to addmm
     assert env["TRITON_CACHE_DIR"] != mode_environment("default", str(tmp_path), base_env={})[0]["TRITON_CACHE_DIR"]
 
 
@@ -259,3 +259,30 @@ def test_score_run_gives_the_rankers_the_runs_gpu_name_and_lists_left_out_inputs
     report = (tmp_path / "R.md").read_text()
     assert "### mm: 1 inputs" in report
     assert "left out of the scores (1)" in report and "mm 17x2048x8192 bfloat16 NN, logged as 24," in report
+
+
+def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(tmp_path):
+    """``e2e_models`` on the CPU with the torch-only ``mlp``: one fresh process per mode, each recording
+    whether the plugin was on and what it used; the table has both rows, no GPU time off CUDA, and
+    Inductor's AUTOTUNE lines are counted from the mode's log."""
+    import json
+
+    from torchgen_ah import e2e_models
+
+    out = tmp_path / "e2e"
+    rc = e2e_models.main(["--out", str(out), "--models", "mlp", "--modes", "off,ours_k1", "--device", "cpu",
+                          "--max-minutes", "4"])
+    assert rc == 0
+    rows = {r["mode"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert set(rows) == {"off", "ours_k1"}
+    assert rows["ours_k1"]["plugin"] == {"installed": True, "use": ["addmm", "mm"], "top_k": 1}
+    assert rows["off"]["plugin"]["use"] == []
+    assert all(r["gpu_ms"] is None and r["compile_seconds"] > 0 and r["step_ms"] > 0 for r in rows.values())
+    table = (out / "e2e.md").read_text()
+    assert "| mlp | ours_k1 | addmm,mm |" in table and "No GPU time: mlp/off: not a CUDA device" in table
+    log = out / "mlp" / "fake.log"
+    log.write_text("SingleProcess AUTOTUNE benchmarking takes 0.2 seconds and 0.1 seconds precompiling for 7 "
+                   "choices\nx\nAUTOTUNE benchmarking takes 1.5 seconds and 0.0 seconds precompiling for 3 choices\n")
+    assert e2e_models.autotune_counts(str(log)) == (2, 10)
+    assert e2e_models.autotune_counts(str(out / "mlp" / "missing.log")) is None
+    assert e2e_models.main(["--out", str(out), "--models", "bert"]) == 2

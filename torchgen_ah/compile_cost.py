@@ -13,7 +13,8 @@ Modes (environment of the process; the plugin reads it at ``import torch``):
 - ``off``: ``torch.compile`` without max-autotune; plugin off.
 - ``default``: ``mode="max-autotune-no-cudagraphs"``; plugin off, torch's AutoHeuristic off.
 - ``builtin_ah``: max-autotune with torch's own ``TORCHINDUCTOR_AUTOHEURISTIC_USE=mm``; plugin off.
-- ``ours_k10`` / ``ours_adaptive`` / ``ours_k1``: max-autotune, plugin in use mode, ``AH_PLUGIN_TOP_K``.
+- ``ours_k10`` / ``ours_adaptive`` / ``ours_k1``: max-autotune, plugin in use mode for mm and addmm,
+  ``AH_PLUGIN_TOP_K``.
 - ``ours_top1``: the ranking's first choice alone (no aten kept, ``AH_PLUGIN_MIN_CHOICES=1``): Inductor
   benchmarks nothing and compiles that one kernel once, the floor of what a ranking can cost.
 - ``cache``: max-autotune, results cache enabled and filled beforehand by a ``cache_record`` process
@@ -37,6 +38,9 @@ MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the bars need.
 ALL_MODES = ("off", "default", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1")
 
+# Our modes rank mm and addmm (nn.Linear with a bias; ranked with the mm artifact when no addmm one
+# exists); torch's built-in AutoHeuristic acts on mm only.
+OURS_USE = "mm,addmm"
 _PLUGIN_VARS = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE",
                 "AH_PLUGIN_TOP_K", "AH_PLUGIN_DISABLE", "AH_PLUGIN_KEEP_ATEN", "AH_PLUGIN_MIN_CHOICES")
 
@@ -60,10 +64,10 @@ def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str
         env["AH_PLUGIN_DISABLE"] = "1"
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = "mm"
     elif mode == "ours_top1":
-        env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_TOP_K="1", AH_PLUGIN_KEEP_ATEN="0",
+        env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_TOP_K="1", AH_PLUGIN_KEEP_ATEN="0",
                    AH_PLUGIN_MIN_CHOICES="1")
     elif mode.startswith("ours_"):
-        env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = "mm"
+        env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE
         env["AH_PLUGIN_TOP_K"] = mode[len("ours_"):].lstrip("k") if mode != "ours_adaptive" else "adaptive"
     elif mode in ("cache", "cache_record"):
         env["AH_TUNABLE_ENABLED"] = "1"
