@@ -7,8 +7,8 @@ builds these from Inductor's nodes; everything here is pure Python.
 * ``mm``: exactly the columns and values torch's built-in collector writes (m, k, n, both dtypes,
   both strides, both ``iscontig``, ``using_tf32``), so our rows and the official data mean the same.
 * ``addmm``: the mm columns for (mat1, mat2) plus the bias's strides (``bias_stride_0/1``; 0 marks a
-  broadcast bias). ``bmm``: the mm columns for the per-batch matrices plus ``b`` (batch) and the
-  batch strides.
+  broadcast bias); ``mm_view`` gives back the mm part, for ranking addmm with an mm artifact.
+* ``bmm``: the mm columns for the per-batch matrices plus ``b`` (batch) and the batch strides.
 * anything else (``packed_linear`` on the CPU, ...): generic columns per input ``i``:
   ``in<i>_size_<d>``, ``in<i>_stride_<d>`` (numerical) and ``in<i>_dtype`` (categorical).
 
@@ -21,6 +21,7 @@ metadata line, which keeps upstream's keys).
 from __future__ import annotations
 
 MM_LIKE_OPS = ("mm", "addmm", "bmm")
+BIAS_COLUMNS = ("bias_stride_0", "bias_stride_1")
 
 
 def is_contiguous(size, stride) -> bool:
@@ -106,6 +107,27 @@ def op_features(op_name: str, tensors: list[dict], tf32_enabled: bool = False):
             out[f"in{i}_dtype"] = desc["dtype"]
             cat.append(f"in{i}_dtype")
     return out, num, cat
+
+
+def mm_view(op_name: str, features: dict, metadata: dict):
+    """``(features, metadata)`` of the mm that an ``op_name`` input contains, or None when it has none.
+
+    Only addmm has one: on the GPU its Triton choices are the mm template with a bias epilogue (same
+    configs, same ids), so an mm artifact can rank them from the (mat1, mat2) columns; the bias is a small
+    extra read. The view is the addmm columns minus ``bias_stride_0/1`` (the mm columns in mm order) and
+    metadata named "mm". bmm has none: its batch changes what a config costs.
+    """
+    numerical = list(metadata.get("numerical_features") or ())
+    if op_name != "addmm" or not set(BIAS_COLUMNS) <= set(numerical):
+        return None  # not addmm, or addmm with generic columns (no m, k, n)
+    view_features = {name: value for name, value in features.items() if name not in BIAS_COLUMNS}
+    view_metadata = dict(
+        metadata,
+        name="mm",
+        numerical_features=[name for name in numerical if name not in BIAS_COLUMNS],
+        categorical_features=list(metadata.get("categorical_features") or ()),
+    )
+    return view_features, view_metadata
 
 
 def _all_rank(tensors, rank: int) -> bool:

@@ -6,6 +6,11 @@ ranks the choices it knows; the policy keeps the top k of those that exist today
 ``min_choices`` (2) when that many exist. Adaptive k keeps instead the shortest prefix of the ranking
 whose leaf probability mass reaches a threshold: confident leaves benchmark fewer choices.
 
+An operation with an mm view (addmm, ``features.mm_view``) that has no artifact of its own on the
+device borrows the mm artifact that fits: it ranks the mm view of the input, and its ``extern_mm``
+stands for today's aten choices (``extern_addmm``, ``extern_bias_addmm``). An addmm artifact that fits
+always wins over borrowing.
+
 When it cannot help (no artifact fits, the artifact raises, or it ranks none of today's choices) it
 returns None, so Inductor autotunes its default choices, and says so once per operation and reason.
 
@@ -27,7 +32,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 
-from ah_plugin import artifact_loader
+from ah_plugin import artifact_loader, features
 from ah_plugin.policy import AutotuneRequest
 
 log = logging.getLogger(__name__)
@@ -131,6 +136,22 @@ def choose(
     return keep
 
 
+def borrowed_ranking(ranking: list[tuple[str, float]], candidates: list[str]) -> list[tuple[str, float]]:
+    """An mm artifact's ranking for the candidates of an op that borrows it (addmm): its ``extern_mm``
+    becomes today's aten choices in its place, the first carrying its probability (the artifact
+    estimated aten once; adaptive k must not count it twice). Triton ids are the same as mm's."""
+    aten = [c for c in candidates if is_aten_choice(c)]
+    if not aten or "extern_mm" in aten:
+        return ranking
+    out = []
+    for choice, probability in ranking:
+        if choice == "extern_mm":
+            out.extend((c, probability if i == 0 else 0.0) for i, c in enumerate(aten))
+        else:
+            out.append((choice, probability))
+    return out
+
+
 @dataclass
 class StaleReport:
     """What an artifact and today's Inductor disagree on, for one (artifact, op)."""
@@ -198,8 +219,19 @@ class RankingPolicy:
         artifact = self.artifact_for(request.op_name, request.metadata)
         if artifact is None:
             return None
+        borrowed = artifact.op_name != request.op_name  # an mm artifact ranking addmm
+        feats = request.features
+        if borrowed:
+            view = features.mm_view(request.op_name, request.features, request.metadata)
+            if view is None:
+                self._fallback(request.op_name, f"no mm view of this input for {artifact.name}",
+                               f"features: {list(request.features)}")
+                return None
+            feats = view[0]
         try:
-            ranking = artifact.heuristic.rank(dict(request.features))
+            ranking = artifact.heuristic.rank(dict(feats))
+            if borrowed:
+                ranking = borrowed_ranking(ranking, request.candidates)
         except Exception as exc:
             self._fallback(
                 request.op_name,
@@ -230,7 +262,9 @@ class RankingPolicy:
     # -- data ---------------------------------------------------------------------------------------
 
     def artifact_for(self, op_name: str, metadata: dict) -> artifact_loader.LoadedArtifact | None:
-        """The artifact used for ``op_name`` on the device in ``metadata`` (cached per device)."""
+        """The artifact used for ``op_name`` on the device in ``metadata`` (cached per device): the op's
+        own, else for an op with an mm view (addmm) the mm artifact that fits (borrowed: its ``op_name``
+        is then "mm")."""
         key = (
             op_name,
             str(metadata.get("device_capa")),
@@ -241,11 +275,18 @@ class RankingPolicy:
             return self._selected[key]
         if self._dirs is None:
             self._dirs = artifact_loader.artifact_dirs(self._artifact_dir, self._package)
-        fitting, rejected = artifact_loader.candidates_for(
-            op_name, metadata, artifact_loader.load_artifacts(self._dirs)
-        )
+        loaded = artifact_loader.load_artifacts(self._dirs)
+        fitting, rejected = artifact_loader.candidates_for(op_name, metadata, loaded)
+        view = None if fitting else features.mm_view(op_name, {}, metadata)  # its metadata decides
+        if view is not None:
+            borrowable, mm_rejected = artifact_loader.candidates_for("mm", view[1], loaded)
+            fitting, rejected = borrowable, rejected + mm_rejected
         chosen = fitting[0] if fitting else None
         self._selected[key] = chosen
+        borrowed = chosen is not None and chosen.op_name != op_name
+        if borrowed and self.options.verbose and ("borrow", op_name) not in self._said:
+            self._said.add(("borrow", op_name))
+            _say(f"ah_plugin: {op_name} ranked with {chosen.name} (mm artifact; no {op_name} artifact fits)")
         if chosen is None:
             details = "; ".join(f"{r.artifact}: {r.reason}" for r in rejected) or (
                 f"no artifact for {op_name!r} in {[d for _, d in self._dirs]}"
@@ -336,6 +377,7 @@ __all__ = [
     "RankingPolicy",
     "StaleReport",
     "choose",
+    "borrowed_ranking",
     "is_aten_choice",
     "default_policy",
     "stale_report",
