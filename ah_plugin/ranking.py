@@ -27,7 +27,6 @@ setting it switches adaptive k on, with ``AH_PLUGIN_TOP_K`` as the cap), ``AH_PL
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -336,7 +335,7 @@ class RankingPolicy:
         if self.options.verbose:
             message += f" ({details})"
         else:
-            message += f" (set AH_PLUGIN_VERBOSE=1 for details)"
+            message += " (set AH_PLUGIN_VERBOSE=1 for details)"
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 

@@ -3,8 +3,6 @@ MMRankingH100 on disk), ranking the mm view of the input; an addmm artifact that
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
 from ah_plugin import artifact_loader, features
