@@ -44,6 +44,7 @@ from torchgen_ah.ranker_scoring import (  # noqa: E402
     artifact_rankings,
     fmt_ratio,
     orders_from_rankings,
+    paired_ratio_interval,
     score_ranker,
 )
 from torchgen_ah.train_decision import TimingTable  # noqa: E402
@@ -267,8 +268,11 @@ def verdict(rows) -> tuple[str, bool | None]:
             continue
         win = round(ours.metrics.regret_gmean, 4) < round(s.metrics.regret_gmean, 4)
         beats &= win
+        ratio, lo, hi = paired_ratio_interval(ours.regrets, s.regrets)
+        resolved = "resolved" if (hi < 1.0 or lo > 1.0) else "not resolved: the interval holds 1"
         parts.append(f"{'beats' if win else 'does NOT beat'} {name} "
-                     f"({ours.metrics.regret_gmean:.4f} vs {s.metrics.regret_gmean:.4f})")
+                     f"({ours.metrics.regret_gmean:.4f} vs {s.metrics.regret_gmean:.4f}; per-input ratio "
+                     f"{ratio:.4f}, 95% paired bootstrap interval {lo:.4f}-{hi:.4f}, {resolved})")
     head = "beats both H100 rankers" if beats else "does NOT beat both H100 rankers"
     text = (f"**Verdict: MMRankingH200 {head} on pooled held-out regret gmean**: " + "; ".join(parts) + ".")
     if n < MIN_JUDGED:

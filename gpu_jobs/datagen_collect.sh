@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 collection batch: random mm inputs through the plugin's collector, one warm worker per GPU, BATCH_SIZE
+# H200 collection batch: random mm inputs through the plugin's collector, two warm workers per GPU taking turns on it (WORKERS_PER_GPU), BATCH_SIZE
 # inputs (same dtype/TF32) per compiled graph (a failed batch is retried input by input).
 # Stops starting inputs after MINUTES and leaves a valid, resumable log in $OUT (copy it into datasets/h200/).
 # Resumes: if datasets/h200/h200_mm.txt (and its .progress.jsonl journal) exist, they are copied into $OUT
@@ -20,7 +20,7 @@ BATCH_MEMORY_GB="${BATCH_MEMORY_GB:-40}"
 STOP_GRACE="${STOP_GRACE:-90}"
 SEARCH_SAMPLE="${SEARCH_SAMPLE:-20}"
 MAX_EST_MS="${MAX_EST_MS:-}"   # leave out inputs estimated above this many ms per call (empty: none)
-WORKERS_PER_GPU="${WORKERS_PER_GPU:-1}"   # 2: two workers per GPU taking turns (see docs/datagen.md)
+WORKERS_PER_GPU="${WORKERS_PER_GPU:-2}"   # two workers per GPU taking turns, 1.5x the inputs per GPU-minute (docs/datagen.md); 1: one
 COST_ARGS=""; [ -n "$MAX_EST_MS" ] && COST_ARGS="--max-estimated-ms $MAX_EST_MS"
 NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
 [ "$NUM_GPUS" -ge 1 ] || NUM_GPUS=1

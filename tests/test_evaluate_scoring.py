@@ -253,12 +253,17 @@ def test_score_run_gives_the_rankers_the_runs_gpu_name_and_lists_left_out_inputs
     _write_log(searched_log, META, [(f, "extern_mm", 1.0), (f, "x", 0.8), (padded, "x", 0.7)])
     (out / "environment.json").write_text(json.dumps({"gpu": "NVIDIA H200", "torch": "t", "triton": "t"}))
     (out / "progress.jsonl").write_text(json.dumps({"index": 0, "status": "ok", "seconds": 1.0}) + "\n")
-    assert main([str(shapes), "--out", str(out), "--from-run", "--no-plots", "--results", str(tmp_path / "R.md")]) == 0
+    first, second = tmp_path / "e2e_1.md", tmp_path / "e2e_2.md"  # two end-to-end runs, each kept whole
+    first.write_text("first e2e run table\n")
+    second.write_text("second e2e run table\n")
+    assert main([str(shapes), "--out", str(out), "--from-run", "--no-plots", "--results", str(tmp_path / "R.md"),
+                 "--e2e", str(first), "--e2e", str(second), "--e2e", str(tmp_path / "absent.md")]) == 0
     table = TimingTable.load(out / "timing" / "mm")
     assert table.metadata["device_name"] == "NVIDIA H200"
     report = (tmp_path / "R.md").read_text()
     assert "### mm: 1 inputs" in report
     assert "left out of the scores (1)" in report and "mm 17x2048x8192 bfloat16 NN, logged as 24," in report
+    assert report.index("first e2e run table") < report.index("second e2e run table")
 
 
 def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(tmp_path):

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import h200_quality as hq  # noqa: E402
 from torchgen_ah.ah_log import input_keys, read_log, write_log  # noqa: E402
 from torchgen_ah.heldout import is_heldout  # noqa: E402
-from torchgen_ah.ranker_scoring import orders_from_rankings, score_ranker  # noqa: E402
+from torchgen_ah.ranker_scoring import orders_from_rankings, paired_ratio_interval, score_ranker  # noqa: E402
 
 H200 = ROOT / "datasets" / "h200"
 MAIN = "h200_mm.txt"
@@ -171,6 +171,7 @@ def test_unknown_choices_are_never_listed():
     assert s.inputs == 2
     assert s.metrics.hits == 0
     assert math.isclose(s.metrics.regret_gmean, math.sqrt(2.0 * 1.5))  # b vs a (input 0), b vs c (input 1)
+    assert np.allclose(s.regrets, [2.0, 1.5])  # per scored input, what the bootstrap resamples
     assert (s.known, s.measured) == (2, 7) and s.best_known == 0
     assert math.isclose(s.vs_default_gmean, s.metrics.regret_gmean)  # default's set = every measured choice
 
@@ -190,3 +191,15 @@ def test_choices_seen_only_in_held_out_inputs_are_not_named_by_the_artifact():
     assert trained_choices([table], [np.array([False, False])]) == ["a", "b", "c"]
     aligned = table.aligned_times(["a", "b"])  # a dropped column is dropped, not an error
     assert aligned.shape == (2, 2) and aligned[1, 0] == 1.5 and np.isnan(aligned[1, 1])
+
+
+def test_paired_interval_separates_only_real_differences():
+    rng = np.random.default_rng(1)
+    base = 1.0 + rng.exponential(0.01, size=40)
+    ratio, lo, hi = paired_ratio_interval(base * 1.02, base)  # 2% worse on every input: resolved
+    assert math.isclose(ratio, 1.02) and 1.0 < lo <= ratio <= hi
+    other = 1.0 + rng.exponential(0.01, size=40)  # same distribution, unrelated draws: not resolved
+    ratio, lo, hi = paired_ratio_interval(other, base)
+    assert lo < 1.0 < hi
+    assert paired_ratio_interval(other, base) == (ratio, lo, hi)  # fixed seed: the report is stable
+    assert all(math.isnan(x) for x in paired_ratio_interval(np.array([]), np.array([])))

@@ -338,7 +338,8 @@ def main(argv=None) -> int:
     parser.add_argument("--artifact-dir", default=None, help="folder of our artifacts (default: installed)")
     parser.add_argument("--compile-cost", default=None,
                         help="JSON from torchgen_ah.compile_cost (autotune seconds for the bars)")
-    parser.add_argument("--e2e", default=None, help="markdown from torchgen_ah.e2e_models to include")
+    parser.add_argument("--e2e", action="append", default=[],
+                        help="markdown from torchgen_ah.e2e_models to include (repeat for several runs)")
     parser.add_argument("--quality-policy", default="ours_k10")
     parser.add_argument("--results", default=None, help=f"markdown file whose {SECTION} section to update")
     parser.add_argument("--no-plots", action="store_true")
@@ -381,8 +382,11 @@ def main(argv=None) -> int:
                       "searched-space runs, never by default's autotuning, so there is no default pick to "
                       "compare with (Inductor's pad_mm padded the shape in those runs):"]
             extra += [f"- {label}" for label in labels]
-    if args.e2e and os.path.exists(args.e2e):
-        extra += ["", open(args.e2e, encoding="utf-8").read().rstrip()]
+    for path in args.e2e:
+        if os.path.exists(path):
+            extra += ["", open(path, encoding="utf-8").read().rstrip()]
+        else:
+            print(f"warning: --e2e {path}: no such file; left out of the report", file=sys.stderr)
     for op, (summary, per_input) in results.items():
         per_input.to_csv(os.path.join(args.out, f"per_input_{op}.csv"), index=False)
         summary.to_csv(os.path.join(args.out, f"summary_{op}.csv"), index=False)

@@ -254,11 +254,15 @@ def fit_ranking_tree(ts: TrainingSet, spec: FeatureSpec, choices: list[str], *, 
                      min_samples_leaf=0.01, criterion="entropy", near_best=NEAR_BEST,
                      prior_weight=1.0, prior_log_regret=math.log(1.5), balance=True,
                      default: str | None = None, greedy_len: int = 40, k: int = 10, hit_bonus=0.0,
-                     unmeasured_log_regret: float = math.log(1.1), random_state=0) -> RankingTree:
+                     unmeasured_log_regret: float = math.log(1.1), min_support: int = 1,
+                     random_state=0) -> RankingTree:
     """Fit the tree on near-best pairs, then give every node a ranking by shrunk expected regret.
 
     balance: weight each pair by 1 / (near-best choices of its input), so an input counts once however
     many choices tie for its best time.
+    min_support: a choice measured on fewer training inputs than this is left out of every node's list
+    (it goes to the end of the ranking, with the never-measured ones): on a small dataset whose inputs
+    each time a different sample of a wide space, one lucky timing must not put a config in the top k.
     """
     rows, cols = near_best_pairs(ts.times, near_best)
     w = ts.weight[rows]
@@ -279,12 +283,13 @@ def fit_ranking_tree(ts: TrainingSet, spec: FeatureSpec, choices: list[str], *, 
     unmeasured_sum = (w_sum[:, None] - m_sum) * unmeasured_log_regret
     expected = (r_sum + unmeasured_sum + prior_weight * prior_log_regret) / (w_sum[:, None] + prior_weight)
 
+    supported = measured.sum(axis=0) >= min_support  # inputs of the whole training set, unweighted
     is_leaf = tree.tree_.children_left < 0
     leaf_of = tree.apply(ts.X)
     default_lr = lr[:, choices.index(default)] if default in choices else np.full(len(ts.X), np.nan)
     node_order, node_score = [], []
     for node in range(tree.tree_.node_count):
-        ran = np.nonzero(m_sum[node] > 0)[0]
+        ran = np.nonzero((m_sum[node] > 0) & supported)[0]
         # stable: sort by expected regret, ties by choice index (choices are sorted names)
         order = ran[np.lexsort((ran, expected[node, ran]))]
         if is_leaf[node] and len(order) > 1:
@@ -301,7 +306,8 @@ def fit_ranking_tree(ts: TrainingSet, spec: FeatureSpec, choices: list[str], *, 
                         params=dict(max_depth=max_depth, min_samples_leaf=min_samples_leaf,
                                     criterion=criterion, near_best=near_best, prior_weight=prior_weight,
                                     prior_log_regret=prior_log_regret, balance=balance,
-                                    unmeasured_log_regret=unmeasured_log_regret, greedy_len=greedy_len))
+                                    unmeasured_log_regret=unmeasured_log_regret, greedy_len=greedy_len,
+                                    min_support=min_support))
     model.leaf_rankings = _leaf_rankings(model)
     return model
 
@@ -509,6 +515,32 @@ DEFAULT_GRID = {
     "min_samples_leaf": [0.002],
     "criterion": ["entropy", "gini"],
 }
+#: for sparse data (each input timed a different sample of a wide space, as in our H200 collection):
+#: shallower trees, and a floor on how many training inputs must have timed a choice before it is ranked
+SPARSE_GRID = {
+    "max_depth": [3, 4, 6],
+    "min_samples_leaf": [0.002],
+    "criterion": ["entropy", "gini"],
+    "min_support": [1, 3, 5, 8],
+}
+#: below this share of (input, choice) cells with a time, the data is sparse
+SPARSE_BELOW = 0.5
+
+
+def measured_share(tables: list[TimingTable], choices: list[str]) -> float:
+    """Share of (input, choice) cells with a time, over the given tables and choices."""
+    cells = sum(len(t.keys) * len(choices) for t in tables)
+    timed = sum(int((~np.isnan(t.aligned_times(choices))).sum()) for t in tables)
+    return timed / cells if cells else 1.0
+
+
+def default_grid(tables: list[TimingTable], choices: list[str]) -> tuple[dict, str]:
+    """The grid to search when none is given, and why: SPARSE_GRID when most choices were not timed on
+    most inputs (a fixed search space, as in the official datasets, gives a dense table)."""
+    share = measured_share(tables, choices)
+    if share < SPARSE_BELOW:
+        return SPARSE_GRID, f"sparse data ({share:.0%} of input x choice cells timed): sparse grid"
+    return DEFAULT_GRID, f"dense data ({share:.0%} of input x choice cells timed): default grid"
 
 
 def grid_points(grid: dict) -> list[dict]:
@@ -572,8 +604,11 @@ def train(main: TimingTable, extras: list[TimingTable], spec: FeatureSpec, *, k:
         if len(training.X):
             fold_data.append((training, val_tabs))
 
+    if grid is None:
+        grid, why = default_grid([t.subset(~h) for t, h in zip(tables, held)], choices)
+        log(f"  {why}")
     scored, val_metrics = [], []
-    for params in grid_points(grid or DEFAULT_GRID):
+    for params in grid_points(grid):
         ms = []
         for ts_train, val_tabs in fold_data:
             model = fit_ranking_tree(ts_train, spec, choices, default=default, k=k, **params)

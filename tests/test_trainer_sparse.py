@@ -1,0 +1,71 @@
+"""The trainer on sparse data (each input timed a different sample of a wide space, as our H200
+collection does): the support floor keeps a choice timed on too few training inputs out of the ranked
+lists, and train() picks the sparse grid only when the table is sparse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from torchgen_ah.train_decision import (DEFAULT_GRID, SPARSE_GRID, FeatureSpec, TimingTable, default_grid,
+                                        fit_ranking_tree, measured_share, stack, train)
+
+CHOICES = ["a", "b", "extern_mm", "lucky"]
+
+
+def _table(n: int = 12) -> TimingTable:
+    """n inputs: 'a' is 1.0, 'b' 1.3, extern_mm 1.5 everywhere; 'lucky' ran on input 0 only, at 0.5."""
+    times = np.tile([1.0, 1.3, 1.5, np.nan], (n, 1))
+    times[0, 3] = 0.5
+    features = pd.DataFrame({"m": np.arange(1, n + 1) * 64, "k": 256, "n": 512})
+    keys = np.array([f"{m},256,512" for m in features["m"]])
+    return TimingTable("t", keys, features, list(CHOICES), times)
+
+
+def _fit(table: TimingTable, min_support: int):
+    spec = FeatureSpec(["m", "k", "n"], []).fit([table.features])
+    ts = stack([table], spec, CHOICES)
+    return fit_ranking_tree(ts, spec, CHOICES, max_depth=1, min_samples_leaf=0.01, default="extern_mm",
+                            min_support=min_support)
+
+
+def test_support_floor_drops_a_lucky_choice_from_every_list():
+    table = _table()
+    lucky = CHOICES.index("lucky")
+    loose = _fit(table, min_support=1)
+    assert any(lucky in order for order in loose.node_order)  # one timing is enough to be ranked
+    leaf0 = int(loose.leaves(table.features.iloc[[0]])[0])
+    assert loose.leaf_rankings[leaf0][0] == lucky  # and it tops the list of the input it won
+
+    strict = _fit(table, min_support=2)
+    assert not any(lucky in order for order in strict.node_order)
+    assert strict.params["min_support"] == 2
+    for ranking in strict.leaf_rankings.values():
+        assert ranking[-1] == lucky  # still a full ranking: after every choice that has support
+        assert CHOICES.index("a") == ranking[0]
+    # what the artifact would answer for the input 'lucky' won: the supported best first
+    assert strict.rank(table.features.iloc[0].to_dict())[0][0] == "a"
+
+
+def test_grid_follows_how_sparse_the_table_is():
+    dense = _table()
+    dense.times[:, 3] = 2.0  # every choice timed on every input
+    assert measured_share([dense], CHOICES) == 1.0
+    assert default_grid([dense], CHOICES)[0] is DEFAULT_GRID
+
+    sparse = _table()
+    extra = [f"wide_{i}" for i in range(20)]  # twenty sampled configs, each timed on one input
+    times = np.full((len(sparse.keys), len(extra)), np.nan)
+    for i in range(len(extra)):
+        times[i % len(sparse.keys), i] = 1.1
+    sparse = TimingTable("t", sparse.keys, sparse.features, CHOICES + extra, np.hstack([sparse.times, times]))
+    share = measured_share([sparse], sparse.choices)
+    assert share < 0.5
+    grid, why = default_grid([sparse], sparse.choices)
+    assert grid is SPARSE_GRID and "sparse" in why
+
+    said = []
+    result = train(sparse, [], FeatureSpec(["m", "k", "n"], []), default="extern_mm", log=said.append)
+    assert any("sparse grid" in line for line in said)
+    assert {tuple(sorted(p)) for p, _ in result.grid} == {tuple(sorted(SPARSE_GRID))}
+    assert len(result.grid) == int(np.prod([len(v) for v in SPARSE_GRID.values()]))
