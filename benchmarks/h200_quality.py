@@ -47,7 +47,7 @@ from torchgen_ah.ranker_scoring import (  # noqa: E402
     paired_ratio_interval,
     score_ranker,
 )
-from torchgen_ah.train_decision import TimingTable  # noqa: E402
+from torchgen_ah.train_decision import SPARSE_GRID, TimingTable  # noqa: E402
 
 K = 10
 HOLDOUT = "sha1mod5"
@@ -119,7 +119,7 @@ def train_h200(main: DataFile, extras: list[DataFile], out_dir: str, verbose: bo
     argv = [rel(main.path), "--heuristic-name", H200_NAME, "--ranking", str(K), "--save-dot"]
     for e in extras:
         argv += ["--data", e.name, rel(e.path)]
-    argv += ["--holdout", HOLDOUT, "--device-name", DEVICE_NAME, "--out", "OUT_DIR"]
+    argv += ["--holdout", HOLDOUT, "--device-name", DEVICE_NAME, "--grid", "sparse", "--out", "OUT_DIR"]
     command = "python -m torchgen_ah.mm.train_decision_mm " + shlex.join(argv)
     train_inputs = int((~main.held).sum()) + sum(int((~e.held).sum()) for e in extras)
     if train_inputs == 0:
@@ -127,7 +127,7 @@ def train_h200(main: DataFile, extras: list[DataFile], out_dir: str, verbose: bo
     try:
         out = mm.run(main.path, H200_NAME, ranking=K, data=[(e.name, e.path) for e in extras],
                      out_dir=out_dir, save_dot=True, holdout=HOLDOUT, device_names=(DEVICE_NAME,),
-                     command=command, log=print if verbose else (lambda *a: None))
+                     grid=SPARSE_GRID, command=command, log=print if verbose else (lambda *a: None))
     except Exception as exc:  # noqa: BLE001 - reported as a row, not hidden, not a crash
         return None, command, f"training failed: {type(exc).__name__}: {exc}"
     return out.artifact_path, command, None
@@ -269,7 +269,8 @@ def verdict(rows) -> tuple[str, bool | None]:
         win = round(ours.metrics.regret_gmean, 4) < round(s.metrics.regret_gmean, 4)
         beats &= win
         ratio, lo, hi = paired_ratio_interval(ours.regrets, s.regrets)
-        resolved = "resolved" if (hi < 1.0 or lo > 1.0) else "not resolved: the interval holds 1"
+        resolved = ("not computed" if not (lo == lo and hi == hi) else "resolved" if (hi < 1.0 or lo > 1.0)
+                    else "not resolved: the interval holds 1")
         parts.append(f"{'beats' if win else 'does NOT beat'} {name} "
                      f"({ours.metrics.regret_gmean:.4f} vs {s.metrics.regret_gmean:.4f}; per-input ratio "
                      f"{ratio:.4f}, 95% paired bootstrap interval {lo:.4f}-{hi:.4f}, {resolved})")

@@ -6,9 +6,9 @@
 #
 #   MINUTES=8 SUITES=timm,hf MODES=train,infer bash gpu_jobs/datagen_models.sh
 #
-# WAY=gemms: list the GEMMs of every case on the meta device (torchgen_ah.model_gemms, seconds, no GPU),
-# then time each file's distinct GEMMs with gen_data_mm --shapes (two workers per GPU, wide space), MINUTES
-# shared between the files. Same file names, fresh files (merge them into datasets/h200/ with
+# WAY=gemms: list the GEMMs of every case on the meta device (torchgen_ah.model_gemms, seconds; a case
+# that cannot run on meta runs eagerly on the GPU), then time each file's distinct GEMMs with gen_data_mm
+# --shapes (two workers per GPU, default max-autotune's candidates as above), MINUTES shared between the files. Same file names, fresh files (merge them into datasets/h200/ with
 # torchgen_ah.merge_data); the _gemms.csv lists are kept in $OUT (docs/datagen.md).
 set -euo pipefail
 : "${OUT:?set OUT to the output folder}"
@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 python3 -c 'import torch, triton, timm, transformers, json; print(json.dumps({"torch": torch.__version__, "triton": triton.__version__, "timm": timm.__version__, "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name(0)}))' > "$OUT/environment_models.json" || true
 
 if [ "${WAY:-compile}" = gemms ]; then
-  python3 -m torchgen_ah.model_gemms -o "$OUT/h200" --suites "$SUITES" --modes "$MODES" --no-progress \
+  python3 -m torchgen_ah.model_gemms -o "$OUT/h200" --suites "$SUITES" --modes "$MODES" --device meta,cuda --no-progress \
     > "$OUT/gemms_list.txt" 2>&1 || true
   cat "$OUT/gemms_list.txt"
   files=("$OUT"/h200_*_gemms.csv)
@@ -33,13 +33,13 @@ if [ "${WAY:-compile}" = gemms ]; then
   share=$(python3 -c "print(round(max(0.5, ($MINUTES - 0.5) / ${#files[@]}), 2))")
   for list in "${files[@]}"; do
     log="${list%_gemms.csv}_mm.txt"
-    python3 -m torchgen_ah.mm.gen_data_mm --shapes "$list" -o "$log" --num-reps 2 --search-space wide \
-      --search-space-sample "${SEARCH_SAMPLE:-20}" --batch-size 2 --num-gpus "$NUM_GPUS" --workers-per-gpu 2 \
+    python3 -m torchgen_ah.mm.gen_data_mm --shapes "$list" -o "$log" --num-reps 2 --search-space default \
+      --batch-size 2 --num-gpus "$NUM_GPUS" --workers-per-gpu 2 \
       --timeout-per-sample 120 --max-minutes "$share" --stop-grace-seconds 20 --no-progress \
       > "$log.stderr.txt" 2>&1 || true
     tail -n 1 "$log.stderr.txt"
   done
-  echo "command: WAY=gemms: python3 -m torchgen_ah.model_gemms -o h200 --suites $SUITES --modes $MODES; per list: gen_data_mm --shapes LIST --num-reps 2 --search-space wide --search-space-sample ${SEARCH_SAMPLE:-20} --batch-size 2 --workers-per-gpu 2 --max-minutes $share" > "$OUT/command_models.txt"
+  echo "command: WAY=gemms: python3 -m torchgen_ah.model_gemms -o h200 --suites $SUITES --modes $MODES --device meta,cuda; per list: gen_data_mm --shapes LIST --num-reps 2 --search-space default --batch-size 2 --num-gpus $NUM_GPUS --workers-per-gpu 2 --max-minutes $share" > "$OUT/command_models.txt"
   ls -la "$OUT"
   exit 0
 fi

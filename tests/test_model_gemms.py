@@ -36,13 +36,26 @@ def test_a_linear_layers_step_gives_its_forward_and_both_gradient_gemms():
     assert list(rec.counts) == [Gemm(MMInput(m, k, n, False, True, "bfloat16"), "addmm")]
 
 
-def test_other_dtypes_and_batched_products_are_not_mm_inputs():
+def test_what_is_not_an_mm_input_and_layouts_that_are_not_transposes():
     a = torch.randn(4, 8, device="meta", dtype=torch.float64)
-    assert model_gemms.gemm_of("mm", a, a.t()) is None
+    assert model_gemms.gemm_of("mm", a, a.t()) is None  # a dtype the dataset does not hold
+    row = torch.randn(1, 8, device="meta")
+    assert model_gemms.gemm_of("mm", row, torch.randn(8, 3, device="meta")) is None  # M=1: never autotuned
     with model_gemms.recorder() as rec:
-        torch.bmm(torch.randn(2, 4, 8, device="meta"), torch.randn(2, 8, 3, device="meta"))
+        torch.bmm(torch.randn(2, 4, 8, device="meta"), torch.randn(2, 8, 3, device="meta"))  # batched
         torch.randn(4, 8, device="meta") @ torch.randn(8, 3, device="meta")
-    assert list(rec.counts) == [Gemm(MMInput(4, 8, 3, False, False, "float32"), "mm")]
+        torch.randn(4, 8, device="meta") @ torch.randn(8, 1, device="meta").expand(8, 3)  # stride (1, 0)
+        torch.randn(8, 4, device="meta").t() @ torch.randn(3, 8, device="meta").t()  # both transposed
+    assert dict(rec.counts) == {Gemm(MMInput(4, 8, 3, False, False, "float32"), "mm"): 2,
+                                Gemm(MMInput(4, 8, 3, True, True, "float32"), "mm"): 1}
+
+
+def test_training_on_a_real_device_runs_under_autocast():
+    spec = {"suite": "torch", "model": "encoder2", "mode": "train", "batch": 2, "seq": 16}
+    on_cpu = model_gemms.case_gemms(spec, "cpu")  # fp32 weights; autocast makes the GEMMs bf16
+    on_meta = model_gemms.case_gemms(spec, "meta")  # bf16 weights instead
+    assert {g.input.dtype for g in on_cpu} == {"bfloat16"}
+    assert {g.input for g in on_cpu} == {g.input for g in on_meta}
 
 
 def test_cli_writes_a_shapes_file_that_gen_data_mm_reads_unchanged(tmp_path):
@@ -53,6 +66,9 @@ def test_cli_writes_a_shapes_file_that_gen_data_mm_reads_unchanged(tmp_path):
     train, infer = (Path(model_gemms.output_path(str(prefix), "torch", mode)) for mode in ("train", "infer"))
     rows = list(csv.DictReader(train.open()))
     assert list(rows[0]) == list(model_gemms.COLUMNS)
+    shapes = [tuple(r[c] for c in model_gemms.COLUMNS[:7]) for r in rows]
+    assert len(shapes) == len(set(shapes))  # one row per GEMM, even when both mm and addmm called it
+    assert {r["op"] for r in rows} <= {"mm", "addmm", "addmm+mm"}
     counts = [int(r["count"]) for r in rows]
     assert counts == sorted(counts, reverse=True) and all(1 <= int(r["cases"]) <= 4 for r in rows)
     layouts = {(r["transpose_left"], r["transpose_right"]) for r in rows}
@@ -80,11 +96,14 @@ def test_cli_writes_a_shapes_file_that_gen_data_mm_reads_unchanged(tmp_path):
 def test_a_suite_that_cannot_run_is_reported_and_the_others_still_written(tmp_path):
     prefix = tmp_path / "mixed"
     said = []
-    result = model_gemms.run(str(prefix), ("torch", "timm"), ("infer",), progress=False, log=said.append)
+    result = model_gemms.run(str(prefix), ("torch", "timm"), ("infer",), devices=("no_such_device", "meta"),
+                             progress=False, log=said.append)
     timm_file = model_gemms.output_path(str(prefix), "timm", "infer")
     assert result[timm_file]["cases"] == 0 and result[timm_file]["failed"]
     assert "ModuleNotFoundError" in result[timm_file]["failed"][0]
     assert not Path(timm_file).exists()
-    assert result[model_gemms.output_path(str(prefix), "torch", "infer")]["cases"] == 4
+    torch_run = result[model_gemms.output_path(str(prefix), "torch", "infer")]
+    assert torch_run["cases"] == 4 and torch_run["devices"] == {"meta": 4}  # the first device fails
+    assert any("ran on meta (no_such_device:" in line for line in said)
     assert any("failed and is skipped" in line for line in said)
     assert model_gemms.main(["-o", str(prefix), "--suites", "bogus"]) == 2

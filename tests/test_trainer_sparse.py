@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from torchgen_ah.train_decision import (DEFAULT_GRID, SPARSE_GRID, FeatureSpec, TimingTable, default_grid,
-                                        fit_ranking_tree, measured_share, stack, train)
+from torchgen_ah.train_decision import (DEFAULT_GRID, GRIDS, SPARSE_GRID, FeatureSpec, TimingTable,
+                                        fit_ranking_tree, grid_points, stack, train)
 
 CHOICES = ["a", "b", "extern_mm", "lucky"]
 
@@ -47,25 +48,24 @@ def test_support_floor_drops_a_lucky_choice_from_every_list():
     assert strict.rank(table.features.iloc[0].to_dict())[0][0] == "a"
 
 
-def test_grid_follows_how_sparse_the_table_is():
-    dense = _table()
-    dense.times[:, 3] = 2.0  # every choice timed on every input
-    assert measured_share([dense], CHOICES) == 1.0
-    assert default_grid([dense], CHOICES)[0] is DEFAULT_GRID
-
-    sparse = _table()
+def test_sparse_grid_is_opt_in_and_searches_the_support_floor(tmp_path):
+    table = _table()
     extra = [f"wide_{i}" for i in range(20)]  # twenty sampled configs, each timed on one input
-    times = np.full((len(sparse.keys), len(extra)), np.nan)
+    times = np.full((len(table.keys), len(extra)), np.nan)
     for i in range(len(extra)):
-        times[i % len(sparse.keys), i] = 1.1
-    sparse = TimingTable("t", sparse.keys, sparse.features, CHOICES + extra, np.hstack([sparse.times, times]))
-    share = measured_share([sparse], sparse.choices)
-    assert share < 0.5
-    grid, why = default_grid([sparse], sparse.choices)
-    assert grid is SPARSE_GRID and "sparse" in why
+        times[i % len(table.keys), i] = 1.1
+    sparse = TimingTable("t", table.keys, table.features, CHOICES + extra, np.hstack([table.times, times]))
+    spec = FeatureSpec(["m", "k", "n"], [])
 
-    said = []
-    result = train(sparse, [], FeatureSpec(["m", "k", "n"], []), default="extern_mm", log=said.append)
-    assert any("sparse grid" in line for line in said)
-    assert {tuple(sorted(p)) for p, _ in result.grid} == {tuple(sorted(SPARSE_GRID))}
-    assert len(result.grid) == int(np.prod([len(v) for v in SPARSE_GRID.values()]))
+    plain = train(sparse, [], spec, default="extern_mm", log=lambda *a: None)
+    assert [p for p, _ in plain.grid] == grid_points(DEFAULT_GRID)  # no grid given: the official datasets' one
+    chosen = train(sparse, [], spec, default="extern_mm", grid=GRIDS["sparse"], log=lambda *a: None)
+    assert [p for p, _ in chosen.grid] == grid_points(SPARSE_GRID)
+    assert chosen.best_params["min_support"] in SPARSE_GRID["min_support"]
+    assert chosen.model.params.get("min_support", 1) == chosen.best_params["min_support"]
+    assert "min_support" not in plain.model.params  # artifacts trained without a floor keep their text
+
+    from torchgen_ah.mm import train_decision_mm as mm
+
+    with pytest.raises(SystemExit):  # a grid name that does not exist is refused by the command line
+        mm.main(["x.txt", "--heuristic-name", "X", "--grid", "wide"])

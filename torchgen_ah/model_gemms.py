@@ -10,8 +10,10 @@ backward's (the NT and TN products of a linear layer's gradients). The second ha
 workers, through the plugin's collector (docs/datagen.md, "Real-model shapes").
 
 Output: one CSV per (suite, mode), ``<prefix>_<suite>_<mode>_gemms.csv``, with the columns ``--shapes``
-reads (``m,k,n,transpose_left,transpose_right,dtype``) plus ``op`` (mm or addmm), ``count`` (calls over all
-cases) and ``cases`` (how many cases called it). Rows are distinct GEMMs, most called first.
+reads (``m,k,n,transpose_left,transpose_right,dtype,allow_tf32``) plus ``op`` (the aten ops that called
+it: mm, addmm or both), ``count`` (calls over all cases) and ``cases`` (how many cases called it). Rows
+are distinct GEMMs, most called first. GEMMs with M or N of 1 are left out: Inductor does not autotune
+them (a matrix-vector product).
 
     python -m torchgen_ah.model_gemms -o h200 --suites timm,hf --modes train,infer
 
@@ -33,7 +35,7 @@ from torchgen_ah.shape_sampler import MMInput
 
 #: torch dtypes the mm dataset covers, by their ``--shapes`` names
 _DTYPE_NAMES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torch.float32": "float32"}
-COLUMNS = ("m", "k", "n", "transpose_left", "transpose_right", "dtype", "op", "count", "cases")
+COLUMNS = ("m", "k", "n", "transpose_left", "transpose_right", "dtype", "allow_tf32", "op", "count", "cases")
 
 
 class Gemm(NamedTuple):
@@ -44,18 +46,21 @@ class Gemm(NamedTuple):
 
 
 def column_major(t) -> bool:
-    """Whether a 2-D operand is a transposed view of a row-major tensor (unit stride down its rows)."""
-    return t.dim() == 2 and t.stride(0) == 1 and t.stride(1) != 1
+    """Whether a 2-D operand is a transposed view of a dense row-major tensor: unit stride down its rows
+    and a column stride of at least its row count (a broadcast operand, stride 0, is not)."""
+    rows, cols = t.shape
+    return t.stride(0) == 1 and cols > 1 and t.stride(1) >= max(rows, 2)
 
 
 def gemm_of(op: str, a, b) -> Gemm | None:
-    """The Gemm of ``a @ b``, or None when it is not one the mm dataset keeps (empty, other dtypes)."""
+    """The Gemm of ``a @ b``, or None when it is not one the mm dataset keeps: other dtypes, and M or N
+    of 1 (or 0), which Inductor lowers as a matrix-vector product without autotuning."""
     dtype = _DTYPE_NAMES.get(str(a.dtype))
     if dtype is None or a.dim() != 2 or b.dim() != 2:
         return None
     m, k = a.shape
     n = b.shape[1]
-    if min(m, k, n) < 1:
+    if min(m, n) < 2 or k < 1:
         return None
     return Gemm(MMInput(int(m), int(k), int(n), column_major(a), column_major(b), dtype), op)
 
@@ -85,16 +90,19 @@ def recorder():
 
 
 def torch_case_model(torch, spec: dict, device: str):
-    """The ``torch`` suite: a 2-layer transformer encoder and a classifier head, from torch alone."""
+    """The ``torch`` suite: a 2-layer transformer encoder and a classifier head, from torch alone, with
+    ``build_case``'s dtypes (fp32 weights under autocast for training on a real device, bf16 otherwise)."""
     d, layers, classes = 256, 2, 10
     with torch.device(device):
         encoder = torch.nn.TransformerEncoder(
             torch.nn.TransformerEncoderLayer(d, nhead=4, dim_feedforward=4 * d, batch_first=True), layers,
             enable_nested_tensor=False)
         model = torch.nn.Sequential(encoder, torch.nn.Flatten(0, 1), torch.nn.Linear(d, classes))
-    model = model.to(torch.bfloat16)
-    model.train(spec["mode"] == "train")
-    inputs = {"input": torch.randn(spec["batch"], spec["seq"], d, device=device, dtype=torch.bfloat16)}
+    train = spec["mode"] == "train"
+    dtype = torch.float32 if train and device != "meta" else torch.bfloat16  # as build_case: autocast trains
+    model = model.to(dtype)
+    model.train(train)
+    inputs = {"input": torch.randn(spec["batch"], spec["seq"], d, device=device, dtype=dtype)}
 
     def loss_fn(out):
         return out.float().square().mean()
@@ -115,7 +123,13 @@ def cases_for(suites: tuple[str, ...], modes: tuple[str, ...]) -> list[dict]:
 
 
 def case_gemms(spec: dict, device: str = "meta") -> Counter:
-    """Run one case's step (training: forward and backward; inference: forward) and count its GEMMs."""
+    """Run one case's step (training: forward and backward; inference: forward) and count its GEMMs.
+
+    Training on a real device runs under bf16 autocast, as ``model_shapes`` does; on meta the weights
+    are bf16 instead (autocast does not act on meta tensors).
+    """
+    import contextlib
+
     import torch
 
     from torchgen_ah.model_shapes import build_case
@@ -124,14 +138,32 @@ def case_gemms(spec: dict, device: str = "meta") -> Counter:
         model, inputs, loss_fn = torch_case_model(torch, spec, device)
     else:
         model, inputs, loss_fn = build_case(torch, spec, device)
+    train = spec["mode"] == "train"
+    autocast = (torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if train and device != "meta"
+                else contextlib.nullcontext())
     rec = recorder()
     with rec:
-        if spec["mode"] == "train":
-            loss_fn(model(**inputs)).backward()
+        if train:
+            with autocast:
+                loss = loss_fn(model(**inputs))
+            loss.backward()
         else:
             with torch.no_grad():
                 model(**inputs)
     return rec.counts
+
+
+def case_gemms_first_device(spec: dict, devices: tuple[str, ...]) -> tuple[Counter, str, list[str]]:
+    """case_gemms on the first of `devices` where the step runs; (counts, device, why earlier ones failed).
+    Raises the last device's error when none works."""
+    errors = []
+    for i, device in enumerate(devices):
+        try:
+            return case_gemms(spec, device), device, errors
+        except Exception as exc:  # noqa: BLE001 - e.g. a model that cannot run on meta: try the next device
+            errors.append(f"{device}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            if i == len(devices) - 1:
+                raise
 
 
 def describe(spec: dict) -> str:
@@ -143,32 +175,36 @@ def output_path(prefix: str, suite: str, mode: str) -> str:
     return f"{prefix}_{suite}_{mode}_gemms.csv"
 
 
-def write_csv(path: str, counts: Counter, cases: Counter) -> None:
-    """Distinct GEMMs, most called first (ties in a fixed order), in the columns ``--shapes`` reads."""
-    rows = sorted(counts, key=lambda g: (-counts[g], astuple(g.input), g.op))
+def write_csv(path: str, counts: Counter, cases: Counter, ops: dict) -> None:
+    """Distinct GEMMs (``MMInput``), most called first (ties in a fixed order), in the columns ``--shapes``
+    reads; ``op`` lists the aten ops that called it (one row even when both mm and addmm did)."""
+    rows = sorted(counts, key=lambda i: (-counts[i], astuple(i)))
     tmp = path + ".tmp"
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
-        for g in rows:
-            i = g.input
-            w.writerow([i.m, i.k, i.n, int(i.transpose_left), int(i.transpose_right), i.dtype, g.op,
-                        counts[g], cases[g]])
+        for i in rows:
+            w.writerow([i.m, i.k, i.n, int(i.transpose_left), int(i.transpose_right), i.dtype, int(i.allow_tf32),
+                        "+".join(sorted(ops[i])), counts[i], cases[i]])
     os.replace(tmp, path)
 
 
-def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], device: str = "meta",
+def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], devices: tuple[str, ...] = ("meta",),
         progress: bool = True, log=print) -> dict[str, dict]:
-    """Extract every case; return {output path: {"gemms": distinct, "calls": n, "cases": ok, "failed": [..]}}.
+    """Extract every case; return {output path: {"gemms": distinct, "calls": n, "cases": ok, "failed": [..],
+    "devices": {device: cases}}}.
 
-    A case that fails (a model a library version cannot build on meta, say) is reported and skipped; the
-    others still write their files.
+    Each case runs on the first of `devices` where its step works (a model a library version cannot run
+    on meta moves on to the next). A case that fails on all of them is reported and skipped; the others
+    still write their files.
     """
     cases = cases_for(suites, modes)
     if not cases:
         raise SystemExit(f"no cases for suites {suites} and modes {modes}")
     counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
     in_cases: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    ops: dict[tuple[str, str], dict] = defaultdict(lambda: defaultdict(set))
+    used: dict[tuple[str, str], Counter] = defaultdict(Counter)
     failed: dict[tuple[str, str], list[str]] = defaultdict(list)
     ok: Counter = Counter()
     bar = None
@@ -179,13 +215,20 @@ def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], device: st
     for spec in cases:
         group = (spec["suite"], spec["mode"])
         try:
-            found = case_gemms(spec, device)
+            found, device, earlier = case_gemms_first_device(spec, devices)
         except Exception as exc:  # noqa: BLE001 - one case's failure must not lose the others
             failed[group].append(f"{describe(spec)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             log(f"warning: {describe(spec)} failed and is skipped: {type(exc).__name__}: {exc}")
         else:
-            counts[group].update(found)
-            in_cases[group].update(found.keys())
+            if earlier:
+                log(f"note: {describe(spec)} ran on {device} ({'; '.join(earlier)})")
+            per_input: Counter = Counter()
+            for gemm, n in found.items():
+                per_input[gemm.input] += n
+                ops[group][gemm.input].add(gemm.op)
+            counts[group].update(per_input)
+            in_cases[group].update(per_input.keys())
+            used[group][device] += 1
             ok[group] += 1
         if bar is not None:
             bar.update(1)
@@ -195,9 +238,9 @@ def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], device: st
     for group in sorted(set(counts) | set(failed)):
         path = output_path(prefix, *group)
         if counts[group]:
-            write_csv(path, counts[group], in_cases[group])
+            write_csv(path, counts[group], in_cases[group], ops[group])
         out[path] = {"gemms": len(counts[group]), "calls": sum(counts[group].values()), "cases": ok[group],
-                     "failed": failed[group]}
+                     "failed": failed[group], "devices": dict(used[group])}
     return out
 
 
@@ -207,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", default="ah_models", help="prefix of the CSV files (default: ah_models)")
     p.add_argument("--suites", default="timm,hf", help="timm, hf, torch (a small built-in model), comma-separated")
     p.add_argument("--modes", default="train,infer", help="train, infer or both")
-    p.add_argument("--device", default="meta", help="where the steps run (default meta: no memory, no GPU)")
+    p.add_argument("--device", default="meta",
+                   help="where the steps run, comma-separated in order of preference: a case that fails on one "
+                        "runs on the next (default meta: no memory, no GPU; e.g. meta,cuda on the GPU machine)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     suites = tuple(s.strip() for s in args.suites.split(",") if s.strip())
@@ -217,11 +262,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown suite or mode {unknown}", file=sys.stderr)
         return 2
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    result = run(args.output, suites, modes, args.device, progress=not args.no_progress,
+    devices = tuple(d.strip() for d in args.device.split(",") if d.strip())
+    result = run(args.output, suites, modes, devices, progress=not args.no_progress,
                  log=lambda msg: print(msg, file=sys.stderr))
     for path, r in result.items():
+        on = ", ".join(f"{n} on {d}" for d, n in sorted(r["devices"].items()))
         print(f"{path}: {r['gemms']} distinct GEMMs, {r['calls']} calls, from {r['cases']} case(s)"
-              + (f"; {len(r['failed'])} failed" if r["failed"] else ""))
+              + (f" ({on})" if on else "") + (f"; {len(r['failed'])} failed" if r["failed"] else ""))
     return 0 if any(r["cases"] for r in result.values()) else 1
 
 

@@ -307,7 +307,8 @@ def fit_ranking_tree(ts: TrainingSet, spec: FeatureSpec, choices: list[str], *, 
                                     criterion=criterion, near_best=near_best, prior_weight=prior_weight,
                                     prior_log_regret=prior_log_regret, balance=balance,
                                     unmeasured_log_regret=unmeasured_log_regret, greedy_len=greedy_len,
-                                    min_support=min_support))
+                                    # recorded when used, so artifacts trained without it keep their text
+                                    **({"min_support": min_support} if min_support != 1 else {})))
     model.leaf_rankings = _leaf_rankings(model)
     return model
 
@@ -515,32 +516,17 @@ DEFAULT_GRID = {
     "min_samples_leaf": [0.002],
     "criterion": ["entropy", "gini"],
 }
-#: for sparse data (each input timed a different sample of a wide space, as in our H200 collection):
-#: shallower trees, and a floor on how many training inputs must have timed a choice before it is ranked
+#: for our own collections, where each input times default's choices plus a different sample of the
+#: wide space, so most configs are timed on a handful of inputs: shallower trees, and a floor on how many
+#: training inputs must have timed a choice before it is ranked. Opt-in (``--grid sparse``): the official
+#: datasets keep DEFAULT_GRID, so their regenerated artifacts do not change.
 SPARSE_GRID = {
     "max_depth": [3, 4, 6],
     "min_samples_leaf": [0.002],
     "criterion": ["entropy", "gini"],
     "min_support": [1, 3, 5, 8],
 }
-#: below this share of (input, choice) cells with a time, the data is sparse
-SPARSE_BELOW = 0.5
-
-
-def measured_share(tables: list[TimingTable], choices: list[str]) -> float:
-    """Share of (input, choice) cells with a time, over the given tables and choices."""
-    cells = sum(len(t.keys) * len(choices) for t in tables)
-    timed = sum(int((~np.isnan(t.aligned_times(choices))).sum()) for t in tables)
-    return timed / cells if cells else 1.0
-
-
-def default_grid(tables: list[TimingTable], choices: list[str]) -> tuple[dict, str]:
-    """The grid to search when none is given, and why: SPARSE_GRID when most choices were not timed on
-    most inputs (a fixed search space, as in the official datasets, gives a dense table)."""
-    share = measured_share(tables, choices)
-    if share < SPARSE_BELOW:
-        return SPARSE_GRID, f"sparse data ({share:.0%} of input x choice cells timed): sparse grid"
-    return DEFAULT_GRID, f"dense data ({share:.0%} of input x choice cells timed): default grid"
+GRIDS = {"default": DEFAULT_GRID, "sparse": SPARSE_GRID}
 
 
 def grid_points(grid: dict) -> list[dict]:
@@ -604,11 +590,8 @@ def train(main: TimingTable, extras: list[TimingTable], spec: FeatureSpec, *, k:
         if len(training.X):
             fold_data.append((training, val_tabs))
 
-    if grid is None:
-        grid, why = default_grid([t.subset(~h) for t, h in zip(tables, held)], choices)
-        log(f"  {why}")
     scored, val_metrics = [], []
-    for params in grid_points(grid):
+    for params in grid_points(grid or DEFAULT_GRID):
         ms = []
         for ts_train, val_tabs in fold_data:
             model = fit_ranking_tree(ts_train, spec, choices, default=default, k=k, **params)

@@ -21,6 +21,7 @@ from torchgen_ah.ah_log import feature_columns, input_keys, read_log
 from torchgen_ah.heldout import HOLDOUTS
 from torchgen_ah.merge_data import metadata_differences
 from torchgen_ah.train_decision import (
+    GRIDS,
     FeatureSpec,
     TimingTable,
     TrainResult,
@@ -142,13 +143,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="inputs never trained on: none (default) or sha1mod5 (the issue-2 protocol)")
     parser.add_argument("--device-name", action="append", default=[], metavar="NAME",
                         help="make the artifact specific to this device name (repeatable)")
+    parser.add_argument("--grid", default="default", choices=sorted(GRIDS),
+                        help="grid searched by cross-validation: default (the official datasets) or sparse "
+                             "(our collections: shallower trees and a support floor per choice)")
     args = parser.parse_args(argv)
     argv_text = sys.argv[1:] if argv is None else list(argv)
     command = "python -m torchgen_ah.mm.train_decision_mm " + shlex.join(argv_text)
     try:
         out = run(args.dataset, args.heuristic_name, ranking=args.ranking,
                   data=[tuple(d) for d in args.data], out_dir=args.out, save_dot=args.save_dot,
-                  holdout=args.holdout, device_names=tuple(args.device_name), command=command)
+                  holdout=args.holdout, device_names=tuple(args.device_name), grid=GRIDS[args.grid],
+                  command=command)
     except (OSError, ValueError) as exc:
         print(f"train_decision_mm: error: {exc}", file=sys.stderr)
         return 1
