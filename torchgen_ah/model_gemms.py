@@ -31,6 +31,7 @@ from collections import Counter, defaultdict
 from dataclasses import astuple
 from typing import NamedTuple
 
+from torchgen_ah.model_shapes import all_cases, build_case, describe_case
 from torchgen_ah.shape_sampler import MMInput
 
 #: torch dtypes the mm dataset covers, by their ``--shapes`` names
@@ -114,8 +115,6 @@ TORCH_CASES = [{"suite": "torch", "model": "encoder2", "mode": mode, "batch": ba
 
 
 def cases_for(suites: tuple[str, ...], modes: tuple[str, ...]) -> list[dict]:
-    from torchgen_ah.model_shapes import all_cases
-
     cases = all_cases(tuple(s for s in suites if s != "torch"), modes)
     if "torch" in suites:
         cases += [c for c in TORCH_CASES if c["mode"] in modes]
@@ -131,8 +130,6 @@ def case_gemms(spec: dict, device: str = "meta") -> Counter:
     import contextlib
 
     import torch
-
-    from torchgen_ah.model_shapes import build_case
 
     if spec["suite"] == "torch":
         model, inputs, loss_fn = torch_case_model(torch, spec, device)
@@ -161,14 +158,14 @@ def case_gemms_first_device(spec: dict, devices: tuple[str, ...]) -> tuple[Count
         try:
             return case_gemms(spec, device), device, errors
         except Exception as exc:  # noqa: BLE001 - e.g. a model that cannot run on meta: try the next device
-            errors.append(f"{device}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            errors.append(f"{device}: {_one_line(exc)}")
             if i == len(devices) - 1:
                 raise
 
 
-def describe(spec: dict) -> str:
-    seq = f" seq={spec['seq']}" if spec.get("seq") else ""
-    return f"{spec['suite']} {spec['model']} {spec['mode']} batch={spec['batch']}{seq}"
+def _one_line(exc: Exception) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def output_path(prefix: str, suite: str, mode: str) -> str:
@@ -206,7 +203,6 @@ def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], devices: t
     ops: dict[tuple[str, str], dict] = defaultdict(lambda: defaultdict(set))
     used: dict[tuple[str, str], Counter] = defaultdict(Counter)
     failed: dict[tuple[str, str], list[str]] = defaultdict(list)
-    ok: Counter = Counter()
     bar = None
     if progress:
         from tqdm import tqdm
@@ -217,11 +213,11 @@ def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], devices: t
         try:
             found, device, earlier = case_gemms_first_device(spec, devices)
         except Exception as exc:  # noqa: BLE001 - one case's failure must not lose the others
-            failed[group].append(f"{describe(spec)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-            log(f"warning: {describe(spec)} failed and is skipped: {type(exc).__name__}: {exc}")
+            failed[group].append(f"{describe_case(spec)}: {_one_line(exc)}")
+            log(f"warning: {describe_case(spec)} failed and is skipped: {type(exc).__name__}: {exc}")
         else:
             if earlier:
-                log(f"note: {describe(spec)} ran on {device} ({'; '.join(earlier)})")
+                log(f"note: {describe_case(spec)} ran on {device} ({'; '.join(earlier)})")
             per_input: Counter = Counter()
             for gemm, n in found.items():
                 per_input[gemm.input] += n
@@ -229,7 +225,6 @@ def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], devices: t
             counts[group].update(per_input)
             in_cases[group].update(per_input.keys())
             used[group][device] += 1
-            ok[group] += 1
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -239,7 +234,7 @@ def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], devices: t
         path = output_path(prefix, *group)
         if counts[group]:
             write_csv(path, counts[group], in_cases[group], ops[group])
-        out[path] = {"gemms": len(counts[group]), "calls": sum(counts[group].values()), "cases": ok[group],
+        out[path] = {"gemms": len(counts[group]), "calls": sum(counts[group].values()), "cases": sum(used[group].values()),
                      "failed": failed[group], "devices": dict(used[group])}
     return out
 

@@ -69,6 +69,12 @@ def all_cases(suites=("timm", "hf"), modes=("train", "infer")) -> list[dict]:
     return cases
 
 
+def describe_case(spec: dict) -> str:
+    """A case in one line, e.g. ``hf gpt2 train batch=4 seq=512``."""
+    seq = f" seq={spec['seq']}" if spec.get("seq") else ""
+    return f"{spec['suite']} {spec['model']} {spec['mode']} batch={spec['batch']}{seq}"
+
+
 def case_log_path(prefix: str, case: dict) -> str:
     return f"{prefix}_{case['suite']}_{case['mode']}_mm.txt"
 
@@ -98,8 +104,7 @@ class ModelShapesRunner(BenchmarkRunner):
         return self._cases(args)[index]
 
     def describe_input(self, spec: dict) -> str:
-        seq = f" seq={spec['seq']}" if spec["seq"] else ""
-        return f"{spec['suite']} {spec['model']} {spec['mode']} batch={spec['batch']}{seq}"
+        return describe_case(spec)
 
     def worker_env(self, args, device: str) -> dict:
         env = {ENV_COLLECT: "mm", ENV_SEARCH_SPACE: args.search_space,

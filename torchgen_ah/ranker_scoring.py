@@ -117,16 +117,17 @@ def score_ranker(name: str, orders: np.ndarray, times: np.ndarray, choices: list
     if always_idx is not None:
         reachable |= fastest[:, always_idx]
 
+    listed = listed_best(orders, padded, k, always_idx)
     n_def, def_g, def_m = 0, float("nan"), float("nan")
     if default_mask is not None:
         dm = np.asarray(default_mask, dtype=bool) & fin
         has = dm.any(axis=1) & scored
         if has.any():
             default_best = np.where(dm, times, np.inf).min(axis=1)[has]
-            ours = listed_best(orders, padded, k, always_idx)[has]
+            ours = listed[has]
             ratio = ours / default_best
             n_def, def_g, def_m = int(has.sum()), _gmean(ratio), float(ratio.max())
-    regrets = listed_best(orders, padded, k, always_idx)[scored] / best_time[scored]
+    regrets = listed[scored] / best_time[scored]
     return RankerScore(name, metrics, int(fin.sum()), int(known_pairs.sum()),
                        float(per_input.min()) if len(per_input) else float("nan"),
                        int(reachable[scored].sum()), n_def, def_g, def_m, regrets)
