@@ -9,7 +9,12 @@ artifacts/). Three rankers are then scored on the held-out inputs' timing table 
 choice), with the rules of torchgen_ah.ranker_scoring: list = first 10 ranked choices with a time for
 the input, plus extern_mm; a measured choice a ranker does not rank is never in its list.
 
-    python benchmarks/h200_quality.py [--datasets datasets/h200] [--out-dir DIR] [--no-write]
+Rotation (skip with --no-rotation): the same comparison with each sha1 % 5 bucket held out in turn
+(--holdout sha1mod5:B, a fresh MMRankingH200 each time), so that every input is scored once by an artifact
+that never trained on it; pooled per file, for all files, and for the inputs whose best kernel takes
+50 us or more (below that, the two repetitions of an input often disagree on the winner).
+
+    python benchmarks/h200_quality.py [--datasets datasets/h200] [--out-dir DIR] [--no-write] [--no-rotation]
 
 Files: the main file is the one ``*_mm.txt`` that is not a real-model file; real-model files are
 ``*_train_mm.txt`` / ``*_infer_mm.txt`` (upstream's names). Real-model files are collected with default
@@ -27,7 +32,7 @@ import os
 import shlex
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -37,7 +42,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks._results import update_section  # noqa: E402
 from benchmarks.train_quality import shipped_orders  # noqa: E402
-from torchgen_ah.heldout import is_heldout  # noqa: E402
+from torchgen_ah.heldout import ROTATIONS, is_heldout  # noqa: E402
 from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
 from torchgen_ah.ranker_scoring import (  # noqa: E402
     RankerScore,
@@ -54,6 +59,9 @@ HOLDOUT = "sha1mod5"
 H200_NAME = "MMRankingH200"
 DEVICE_NAME = "NVIDIA H200"
 REAL_MODEL_PATTERNS = ("*_train_mm.txt", "*_infer_mm.txt")
+RANKER_NAMES = (f"ours {H200_NAME}", "ours MMRankingH100 (regenerated)", "torch shipped MMRankingH100")
+#: inputs whose best kernel is faster than this (ms) repeat their pick poorly (rep_consistency)
+RELIABLE_MS = 0.05
 #: below this many held-out inputs the verdict is not a judgement
 MIN_JUDGED = 20
 OURS_H100 = os.path.join(ROOT, "artifacts", "_MMRankingH100.py")
@@ -70,10 +78,11 @@ class DataFile:
     rows: int
     skipped: int
     default_only: bool
+    holdout: str = HOLDOUT  # the split: sha1mod5 (the bar), or a rotation sha1mod5:B
 
     @property
     def held(self) -> np.ndarray:
-        return is_heldout(self.table.keys, HOLDOUT)
+        return is_heldout(self.table.keys, self.holdout)
 
 
 def find_files(data_dir: str) -> tuple[str, list[str]]:
@@ -119,14 +128,14 @@ def train_h200(main: DataFile, extras: list[DataFile], out_dir: str, verbose: bo
     argv = [rel(main.path), "--heuristic-name", H200_NAME, "--ranking", str(K), "--save-dot"]
     for e in extras:
         argv += ["--data", e.name, rel(e.path)]
-    argv += ["--holdout", HOLDOUT, "--device-name", DEVICE_NAME, "--grid", "sparse", "--out", "OUT_DIR"]
+    argv += ["--holdout", main.holdout, "--device-name", DEVICE_NAME, "--grid", "sparse", "--out", "OUT_DIR"]
     command = "python -m torchgen_ah.mm.train_decision_mm " + shlex.join(argv)
     train_inputs = int((~main.held).sum()) + sum(int((~e.held).sum()) for e in extras)
     if train_inputs == 0:
         return None, command, "no training inputs (every input is held out)"
     try:
         out = mm.run(main.path, H200_NAME, ranking=K, data=[(e.name, e.path) for e in extras],
-                     out_dir=out_dir, save_dot=True, holdout=HOLDOUT, device_names=(DEVICE_NAME,),
+                     out_dir=out_dir, save_dot=True, holdout=main.holdout, device_names=(DEVICE_NAME,),
                      grid=SPARSE_GRID, command=command, log=print if verbose else (lambda *a: None))
     except Exception as exc:  # noqa: BLE001 - reported as a row, not hidden, not a crash
         return None, command, f"training failed: {type(exc).__name__}: {exc}"
@@ -303,8 +312,122 @@ def provenance(files: list[DataFile], data_dir: str) -> list[str]:
     return lines
 
 
+def score_split(files: list[DataFile], out_dir: str, verbose: bool = False) -> dict:
+    """Train MMRankingH200 without the files' held-out inputs (their ``holdout``) and score the three
+    rankers on those inputs: rows per file and pooled, rankers, training command, error, and the choices
+    measured only in held-out inputs."""
+    main, extras = files[0], files[1:]
+    h200_path, train_cmd, error = train_h200(main, extras, out_dir, verbose)
+    held, which, default = held_table(files)
+    train_choices = set()
+    for f in files:
+        t = f.table.subset(~f.held)
+        train_choices |= {c for j, c in enumerate(t.choices) if np.isfinite(t.times[:, j]).any()}
+    held_measured = {c for j, c in enumerate(held.choices) if np.isfinite(held.times[:, j]).any()}
+    rks = rankers(held, h200_path, error, main.metadata, train_choices)
+    return {"rows": score_rows(files, held, which, default, rks), "rankers": rks, "command": train_cmd,
+            "error": error, "only_held": sorted(held_measured - train_choices), "held": held,
+            "which": which}
+
+
+@dataclass
+class Rotation:
+    """One rotation of the split: the held-out bucket and each ranker's per-input regrets on it, per
+    file label ("all held-out" pools the files)."""
+
+    holdout: str
+    regrets: dict[tuple[str, str], np.ndarray]  # (set label, ranker name) -> regrets; absent: not scored
+    best_ms: dict[str, np.ndarray]  # set label -> each scored input's best measured time (ms)
+
+
+def rotation_scores(files: list[DataFile], out_dir: str) -> list[Rotation]:
+    """The bar's comparison under every rotation sha1mod5:0..4 (a fresh MMRankingH200 for each): over
+    the five, every input is held out exactly once, so the pooled figures use all the data."""
+    out = []
+    for holdout in ROTATIONS:
+        rotated = [replace(f, holdout=holdout) for f in files]
+        split = score_split(rotated, os.path.join(out_dir, holdout.replace(":", "_")))
+        scored = [(label, r, s) for label, r, s in split["rows"] if s is not None and s.regrets is not None]
+        out.append(Rotation(holdout, {(label, r.name): s.regrets for label, r, s in scored},
+                            {label: s.best_times for label, r, s in scored}))
+    return out
+
+
+def _gm(x: np.ndarray) -> str:
+    return f"{float(np.exp(np.mean(np.log(x)))):.4f}" if len(x) else "-"
+
+
+def rotation_lines(rotations: list[Rotation]) -> list[str]:
+    """Markdown: each rotation's pooled regret gmeans, then every input once (all files, and the random
+    file alone) with MMRankingH200's paired ratio and interval against each H100 ranker."""
+    ours = f"ours {H200_NAME}"
+    others = [n for n in RANKER_NAMES if n != ours]
+    lines = ["### Rotation: every input held out once",
+             "",
+             "The same comparison with each sha1 % 5 bucket held out in turn (`--holdout sha1mod5:B`, a fresh "
+             "MMRankingH200 trained on the other four buckets each time; bucket 0 is the table above). "
+             "Regret gmean per rotation, then pooled over the five, where every input is scored once by an "
+             "artifact that never trained on it.", "",
+             "| held-out bucket | inputs | " + " | ".join(RANKER_NAMES) + " | MMRankingH200 lowest |",
+             "| --- | --- |" + " --- |" * (len(RANKER_NAMES) + 1)]
+    label = "all held-out"
+    wins = 0
+    for rot in rotations:
+        regs = [rot.regrets.get((label, n)) for n in RANKER_NAMES]
+        n = max((len(r) for r in regs if r is not None), default=0)
+        vals = [_gm(r) if r is not None else "not scored" for r in regs]
+        win = n > 0 and all(r is not None and len(r) for r in regs) and all(
+            float(np.mean(np.log(regs[0]))) < float(np.mean(np.log(r))) for r in regs[1:])
+        wins += win
+        lines.append(f"| {rot.holdout.rsplit(':', 1)[1]} | {n} | " + " | ".join(vals) + f" | {'yes' if win else 'no'} |")
+    lines += ["", f"MMRankingH200 has the lowest regret gmean in {wins} of {len(rotations)} rotations.", "",
+              "| inputs pooled over the rotations | inputs | " + " | ".join(RANKER_NAMES)
+              + " | " + " | ".join(f"MMRankingH200 / {n}: ratio (95% interval)" for n in others) + " |",
+              "| --- | --- |" + " --- |" * (len(RANKER_NAMES) + len(others))]
+    sets = sorted({lab for rot in rotations for lab, _ in rot.regrets}, key=lambda s: (s == label, s))
+    for slow_only in (False, True):
+        for lab in sets:
+            name = ("all files" if lab == label else lab) + (f", best kernel >= {RELIABLE_MS * 1000:g} us"
+                                                            if slow_only else "")
+            lines.append(_pooled_row(rotations, lab, name, ours, others, slow_only))
+    lines = [line for line in lines if line is not None]
+    lines += ["", f"Kernels under {RELIABLE_MS * 1000:g} us: the two repetitions of such an input often pick "
+              "different kernels (benchmarks/RESULTS.md, rep_consistency), so on them regret is mostly "
+              "timing noise; the rows with best kernel >= "
+              f"{RELIABLE_MS * 1000:g} us keep the inputs whose pick repeats."]
+    return lines
+
+
+def _pooled_row(rotations: list[Rotation], lab: str, name: str, ours: str, others: list[str],
+                slow_only: bool) -> str | None:
+    """One pooled row: each ranker's regret gmean over the rotations' inputs of set `lab` (only those
+    whose best kernel takes RELIABLE_MS or more when `slow_only`), and MMRankingH200's paired ratios."""
+    pooled = {}
+    for n in RANKER_NAMES:
+        parts = []
+        for rot in rotations:
+            reg = rot.regrets.get((lab, n))
+            if reg is None:
+                parts = None
+                break
+            parts.append(reg[rot.best_ms[lab] >= RELIABLE_MS] if slow_only else reg)
+        pooled[n] = None if parts is None else np.concatenate(parts)
+    if pooled[ours] is None or not len(pooled[ours]):
+        return None
+    cells = [_gm(pooled[n]) if pooled[n] is not None else "not scored" for n in RANKER_NAMES]
+    for n in others:
+        if pooled[n] is None:
+            cells.append("-")
+            continue
+        ratio, lo, hi = paired_ratio_interval(pooled[ours], pooled[n])
+        tag = "lower, resolved" if hi < 1.0 else "higher, resolved" if lo > 1.0 else "not resolved"
+        cells.append(f"{ratio:.4f} ({lo:.4f}-{hi:.4f}; {tag})")
+    return f"| {name} | {len(pooled[ours])} | " + " | ".join(cells) + " |"
+    return lines
+
+
 def run(data_dir: str, out_dir: str | None, verbose: bool = False,
-        argv: list[str] | None = None) -> tuple[str, bool | None, dict]:
+        argv: list[str] | None = None, rotate: bool = True) -> tuple[str, bool | None, dict]:
     """Everything but writing RESULTS.md: (markdown body, verdict or None, details for tests)."""
     main_path, real_paths = find_files(data_dir)
     main = load_file(main_path, os.path.basename(main_path)[: -len(".txt")], default_only=False)
@@ -318,19 +441,12 @@ def run(data_dir: str, out_dir: str | None, verbose: bool = False,
         tmp = tempfile.TemporaryDirectory(prefix="h200_quality_")
         out_dir = tmp.name
     try:
-        h200_path, train_cmd, error = train_h200(main, extras, out_dir, verbose)
-        held, which, default = held_table(files)
-        train_choices = set()
-        for f in files:
-            t = f.table.subset(~f.held)
-            train_choices |= {c for j, c in enumerate(t.choices) if np.isfinite(t.times[:, j]).any()}
-        held_measured = {c for j, c in enumerate(held.choices) if np.isfinite(held.times[:, j]).any()}
-        only_held = sorted(held_measured - train_choices)
-        rks = rankers(held, h200_path, error, main.metadata, train_choices)
-        rows = score_rows(files, held, which, default, rks)
+        split = score_split(files, out_dir, verbose)
+        rotations = rotation_scores(files, out_dir) if rotate else []
     finally:
         if tmp is not None:
             tmp.cleanup()
+    rows, rks, train_cmd, error, only_held = (split[k] for k in ("rows", "rankers", "command", "error", "only_held"))
     text, beats = verdict(rows)
     n_train = sum(int((~f.held).sum()) for f in files)
     n_held = sum(int(f.held.sum()) for f in files)
@@ -353,9 +469,11 @@ def run(data_dir: str, out_dir: str | None, verbose: bool = False,
         *notes,
         f"- choices measured only in held-out H200 inputs (unknown to MMRankingH200 by construction): {len(only_held)}",
         "", text,
+        *(["", *rotation_lines(rotations)] if rotations else []),
     ])
-    details = {"rows": rows, "held": held, "which": which, "files": files, "only_held": only_held,
-               "error": error, "n_train": n_train, "n_held": n_held}
+    details = {"rows": rows, "held": split["held"], "which": split["which"], "files": files,
+               "only_held": only_held, "error": error, "n_train": n_train, "n_held": n_held,
+               "rotations": rotations}
     return body, beats, details
 
 
@@ -367,9 +485,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="where MMRankingH200 is written (default: a temporary folder, removed)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     parser.add_argument("--verbose", action="store_true", help="print the trainer's report")
+    parser.add_argument("--no-rotation", action="store_true",
+                        help="skip the five-rotation cross-check (five more trainings)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
-    body, _, _ = run(args.datasets, args.out_dir, args.verbose, argv)
+    body, _, _ = run(args.datasets, args.out_dir, args.verbose, argv, rotate=not args.no_rotation)
     print(body)
     if not args.no_write:
         update_section("h200_quality", body)

@@ -6,10 +6,13 @@
 #
 #   MINUTES=8 SUITES=timm,hf MODES=train,infer bash gpu_jobs/datagen_models.sh
 #
-# WAY=gemms: list the GEMMs of every case on the meta device (torchgen_ah.model_gemms, seconds; a case
-# that cannot run on meta runs eagerly on the GPU), then time each file's distinct GEMMs with gen_data_mm
-# --shapes (two workers per GPU, default max-autotune's candidates as above), MINUTES shared between the files. Same file names, fresh files (merge them into datasets/h200/ with
-# torchgen_ah.merge_data); the _gemms.csv lists are kept in $OUT (docs/datagen.md).
+# WAY=gemms: time each distinct GEMM of the cases once, with gen_data_mm --shapes (two workers per GPU,
+# default max-autotune's candidates as above), MINUTES shared between the lists. The lists are GEMM_LISTS
+# (space-separated CSVs; by default the committed datasets/h200/h200_*_gemms.csv of SUITES x MODES, made by
+# torchgen_ah.model_gemms on the meta device); a list that is missing is made here first (seconds; a case
+# that cannot run on meta runs eagerly on the GPU). Each list's log resumes from RESUME_DIR: its rows there
+# (GEMMs already logged are skipped, by key) and its journal. Merge the returned logs into datasets/h200/
+# with torchgen_ah.merge_data (docs/datagen.md).
 set -euo pipefail
 : "${OUT:?set OUT to the output folder}"
 MINUTES="${MINUTES:-8}"
@@ -25,21 +28,39 @@ mkdir -p "$OUT"
 python3 -c 'import torch, triton, timm, transformers, json; print(json.dumps({"torch": torch.__version__, "triton": triton.__version__, "timm": timm.__version__, "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name(0)}))' > "$OUT/environment_models.json" || true
 
 if [ "${WAY:-compile}" = gemms ]; then
-  python3 -m torchgen_ah.model_gemms -o "$OUT/h200" --suites "$SUITES" --modes "$MODES" --device meta,cuda --no-progress \
-    > "$OUT/gemms_list.txt" 2>&1 || true
-  cat "$OUT/gemms_list.txt"
-  files=("$OUT"/h200_*_gemms.csv)
-  [ -e "${files[0]}" ] || { echo "no GEMM lists written (see $OUT/gemms_list.txt)"; exit 1; }
-  share=$(python3 -c "print(round(max(0.5, ($MINUTES - 0.5) / ${#files[@]}), 2))")
-  for list in "${files[@]}"; do
-    log="${list%_gemms.csv}_mm.txt"
+  lists=()
+  if [ -n "${GEMM_LISTS:-}" ]; then
+    read -r -a lists <<< "$GEMM_LISTS"
+  else
+    for suite in ${SUITES//,/ }; do for mode in ${MODES//,/ }; do
+      lists+=("$RESUME_DIR/h200_${suite}_${mode}_gemms.csv")
+    done; done
+  fi
+  missing=0
+  for list in "${lists[@]}"; do [ -f "$list" ] || missing=1; done
+  if [ "$missing" = 1 ]; then  # list every case here (the GPU machine's timm and transformers)
+    python3 -m torchgen_ah.model_gemms -o "$OUT/h200" --suites "$SUITES" --modes "$MODES" --device meta,cuda \
+      --no-progress > "$OUT/gemms_list.txt" 2>&1 || true
+    cat "$OUT/gemms_list.txt"
+    for i in "${!lists[@]}"; do
+      [ -f "${lists[$i]}" ] || lists[$i]="$OUT/$(basename "${lists[$i]}")"
+    done
+  fi
+  share=$(python3 -c "print(round(max(0.5, ($MINUTES - 0.5) / ${#lists[@]}), 2))")
+  for list in "${lists[@]}"; do
+    [ -f "$list" ] || { echo "no GEMM list $list (see $OUT/gemms_list.txt)"; continue; }
+    name=$(basename "${list%_gemms.csv}")_mm.txt
+    log="$OUT/$name"
+    for f in "$RESUME_DIR/$name" "$RESUME_DIR/$name.progress.jsonl"; do
+      [ -f "$f" ] && [ ! -f "$OUT/$(basename "$f")" ] && cp "$f" "$OUT/"
+    done
     python3 -m torchgen_ah.mm.gen_data_mm --shapes "$list" -o "$log" --num-reps 2 --search-space default \
       --batch-size 2 --num-gpus "$NUM_GPUS" --workers-per-gpu 2 \
       --timeout-per-sample 120 --max-minutes "$share" --stop-grace-seconds 20 --no-progress \
       > "$log.stderr.txt" 2>&1 || true
     tail -n 1 "$log.stderr.txt"
+    echo "command: gen_data_mm --shapes $list -o $name --num-reps 2 --search-space default --batch-size 2 --num-gpus $NUM_GPUS --workers-per-gpu 2 --timeout-per-sample 120 --max-minutes $share --stop-grace-seconds 20" >> "$OUT/command_models.txt"
   done
-  echo "command: WAY=gemms: python3 -m torchgen_ah.model_gemms -o h200 --suites $SUITES --modes $MODES --device meta,cuda; per list: gen_data_mm --shapes LIST --num-reps 2 --search-space default --batch-size 2 --num-gpus $NUM_GPUS --workers-per-gpu 2 --max-minutes $share" > "$OUT/command_models.txt"
   ls -la "$OUT"
   exit 0
 fi

@@ -107,3 +107,33 @@ def test_a_suite_that_cannot_run_is_reported_and_the_others_still_written(tmp_pa
     assert any("ran on meta (no_such_device:" in line for line in said)
     assert any("failed and is skipped" in line for line in said)
     assert model_gemms.main(["-o", str(prefix), "--suites", "bogus"]) == 2
+
+
+def test_decode_cases_come_after_the_others_and_have_m_equal_to_the_batch():
+    """Mode "decode" (causal LMs, one new token per sequence) appends cases, so the whole-model runs'
+    journals, which index cases, stay valid; its GEMMs are the small-M ones serving meets."""
+    from torchgen_ah.model_shapes import DECODE_MODELS, all_cases
+
+    before = all_cases(("timm", "hf"), ("train", "infer"))
+    after = all_cases(("timm", "hf"), ("train", "infer", "decode"))
+    assert after[: len(before)] == before and len(after) > len(before)
+    decode = after[len(before):]
+    assert {c["suite"] for c in decode} == {"hf"} and {c["seq"] for c in decode} == {1}
+    assert {c["model"] for c in decode} == set(DECODE_MODELS) and min(c["batch"] for c in decode) >= 2
+    assert all_cases(("timm",), ("decode",)) == []
+    with pytest.raises(ValueError, match="unknown mode 'serve'"):
+        all_cases(("hf",), ("serve",))
+
+    for batch in (4, 16):
+        spec = {"suite": "torch", "model": "encoder2", "mode": "decode", "batch": batch, "seq": 1}
+        gemms = model_gemms.case_gemms(spec, "meta")
+        assert gemms and {g.input.m for g in gemms} == {batch}  # every linear layer sees M = batch
+        assert {g.input.dtype for g in gemms} == {"bfloat16"}
+
+
+def test_cli_rejects_an_unknown_mode(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.model_gemms", "-o", str(tmp_path / "x"), "--suites",
+                           "torch", "--modes", "train,serve", "--no-progress"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "serve" in proc.stderr
+    assert not list(tmp_path.iterdir())

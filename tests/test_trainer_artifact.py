@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from torchgen_ah import codegen
-from torchgen_ah.heldout import is_heldout, is_validation
+from torchgen_ah.heldout import ROTATIONS, is_heldout, is_validation, validation_fold, validation_folds
 from torchgen_ah.mm import train_decision_mm as mm
 from torchgen_ah.train_decision import evaluate, train
 
@@ -109,27 +109,45 @@ def test_codegen_is_deterministic_and_row_order_free(h100_mm, tmp_path):
     assert outs[0] == outs[2]
 
 
-def test_splits_are_by_input_and_heldout_never_trained_on(h100_mm, tmp_path):
+def test_rotations_hold_out_every_input_exactly_once():
+    keys = [f"{m},{k},64,torch.float16" for m in range(60) for k in range(5)]
+    masks = np.array([is_heldout(keys, h) for h in ROTATIONS])
+    assert (masks.sum(axis=0) == 1).all() and masks.sum(axis=1).min() > 30  # a partition, every bucket used
+    assert (is_heldout(keys, "sha1mod5") == masks[0]).all()  # the issue-2 split is rotation 0
+    assert not is_heldout(keys, "none").any()
+    for bucket, holdout in enumerate(ROTATIONS):
+        folds = validation_folds(holdout)
+        assert len(folds) == 4 and bucket not in folds
+        assert not (np.isin(validation_fold(keys), folds) & masks[bucket]).any()
+    assert validation_folds("sha1mod5") == validation_folds("none") == (1, 2, 3, 4)  # shipped artifacts unchanged
+    for bad in ("sha1mod5:5", "sha1mod7", ""):
+        with pytest.raises(ValueError, match="unknown holdout"):
+            is_heldout(keys, bad)
+
+
+@pytest.mark.parametrize("holdout", ["sha1mod5", "sha1mod5:3"])
+def test_splits_are_by_input_and_heldout_never_trained_on(h100_mm, tmp_path, holdout):
     table, md = mm.load_table(str(h100_mm), "h100_mm")
-    held = is_heldout(table.keys, "sha1mod5")
-    val = is_validation(table.keys)
-    assert held.sum() == 65 and not (held & val).any()  # the issue's 65 held-out inputs
+    held = is_heldout(table.keys, holdout)
+    if holdout == "sha1mod5":
+        val = is_validation(table.keys)
+        assert held.sum() == 65 and not (held & val).any()  # the issue's 65 held-out inputs
     assert len(set(table.keys)) == len(table.keys)  # one row per input: a split cannot cut an input
 
     # corrupt every held-out input's timings: a model that never saw them must not change
     spec = mm.mm_feature_spec(md)
-    base = train(table, [], spec, default="extern_mm", holdout="sha1mod5", grid=ONE_POINT, log=lambda *a: None)
+    base = train(table, [], spec, default="extern_mm", holdout=holdout, grid=ONE_POINT, log=lambda *a: None)
     corrupt = table.subset(np.ones(len(table.keys), dtype=bool))
     corrupt.times = table.times.copy()
     rng = np.random.default_rng(0)
     corrupt.times[held] = rng.uniform(0.001, 10.0, size=corrupt.times[held].shape)
-    again = train(corrupt, [], spec, default="extern_mm", holdout="sha1mod5", grid=ONE_POINT, log=lambda *a: None)
+    again = train(corrupt, [], spec, default="extern_mm", holdout=holdout, grid=ONE_POINT, log=lambda *a: None)
     a = codegen.generate_artifact(base.model, "X", md)
     b = codegen.generate_artifact(again.model, "X", md)
     assert a == b
     # ... while corrupting training inputs does change it
     corrupt.times[~held] = rng.uniform(0.001, 10.0, size=corrupt.times[~held].shape)
-    third = train(corrupt, [], spec, default="extern_mm", holdout="sha1mod5", grid=ONE_POINT, log=lambda *a: None)
+    third = train(corrupt, [], spec, default="extern_mm", holdout=holdout, grid=ONE_POINT, log=lambda *a: None)
     assert codegen.generate_artifact(third.model, "X", md) != a
 
 

@@ -90,8 +90,10 @@ def test_table_scores_three_rankers_on_one_table(tmp_path):
     results = (ROOT / "benchmarks" / "RESULTS.md").read_text()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert hq.main(["--datasets", str(data), "--out-dir", str(tmp_path / "art"), "--no-write"]) == 0
+        assert hq.main(["--datasets", str(data), "--out-dir", str(tmp_path / "art"), "--no-write",
+                        "--no-rotation"]) == 0
     text = out.getvalue()
+    assert "### Rotation" not in text
     assert (ROOT / "benchmarks" / "RESULTS.md").read_text() == results  # --no-write
     assert (tmp_path / "art" / "_MMRankingH200.py").exists()  # --out-dir, never artifacts/
     for label in (MAIN, TIMM, "all held-out"):
@@ -99,7 +101,7 @@ def test_table_scores_three_rankers_on_one_table(tmp_path):
             assert f"| {label} | {ranker} |" in text
     assert "Verdict" in text
 
-    body, beats, det = hq.run(str(data), str(tmp_path / "art2"))
+    body, beats, det = hq.run(str(data), str(tmp_path / "art2"), rotate=True)
     if det["n_held"] < hq.MIN_JUDGED:  # too few held-out inputs: figures printed, no judgement
         assert beats is None and "Too few held-out inputs to judge" in text
     else:  # judged: the verdict's words match the decision, both in the printout and in the body
@@ -109,6 +111,16 @@ def test_table_scores_three_rankers_on_one_table(tmp_path):
     n_inputs = sum(len(f.table.keys) for f in det["files"])
     assert det["n_train"] + det["n_held"] == n_inputs and det["n_held"] == len(det["held"].keys)
     assert f"**{det['n_train']} train inputs, {det['n_held']} held-out inputs**" in body
+
+    # the rotations: every input scored exactly once by each ranker, rotation 0 is the table above
+    rots = det["rotations"]
+    assert [r.holdout for r in rots] == [f"sha1mod5:{b}" for b in range(5)]
+    for ranker in RANKERS:
+        assert sum(len(r.regrets[("all held-out", ranker)]) for r in rots) == n_inputs
+        first = {r.name: s for label, r, s in det["rows"] if label == "all held-out"}[ranker]
+        assert np.array_equal(rots[0].regrets[("all held-out", ranker)], first.regrets)
+    assert "### Rotation: every input held out once" in body
+    assert f"| all files | {n_inputs} |" in body and f"| {MAIN} | {len(det['files'][0].table.keys)} |" in body
 
     # cross-check one ranker with the plugin's own USE-policy pruning (ah_plugin.ranking.choose)
     from ah_plugin.ranking import UseOptions, choose
@@ -140,7 +152,7 @@ def test_tiny_splits_are_reported_not_crashed(tmp_path):
         data = tmp_path / label
         data.mkdir()
         _rewrite(H200 / MAIN, data / MAIN, keep=keep)
-        body, beats, det = hq.run(str(data), None)
+        body, beats, det = hq.run(str(data), None, rotate=label != "none_held")
         assert beats is None, label
         assert "**Verdict: cannot judge" in body or "Too few held-out inputs to judge" in body, label
         assert all(f"| all held-out | {r} |" in body for r in RANKERS), label

@@ -12,7 +12,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-HOLDOUTS = ("none", "sha1mod5")
+#: "sha1mod5" is bucket 0; "sha1mod5:B" holds out bucket B instead (a rotation of the same split, so that
+#: over B = 0..4 every input is held out exactly once: a 5-fold cross-check of a quality bar)
+ROTATIONS = tuple(f"sha1mod5:{b}" for b in range(5))
+HOLDOUTS = ("none", "sha1mod5") + ROTATIONS
 
 
 def key_buckets(keys: Iterable[str], modulus: int) -> np.ndarray:
@@ -22,24 +25,43 @@ def key_buckets(keys: Iterable[str], modulus: int) -> np.ndarray:
     )
 
 
+def heldout_bucket(holdout: str) -> int | None:
+    """The sha1 % 5 bucket a protocol holds out (None for "none"); ValueError naming the known ones."""
+    if holdout == "none":
+        return None
+    if holdout == "sha1mod5":
+        return 0
+    if holdout in ROTATIONS:
+        return int(holdout.rsplit(":", 1)[1])
+    raise ValueError(f"unknown holdout {holdout!r}; expected one of {HOLDOUTS}")
+
+
 def is_heldout(keys: Iterable[str], holdout: str) -> np.ndarray:
     """Boolean mask of the inputs held out from training under the named protocol.
 
-    "none": nothing held out. "sha1mod5": the issue-2 protocol (bucket 0 of sha1 % 5).
+    "none": nothing held out. "sha1mod5": the issue-2 protocol (bucket 0 of sha1 % 5). "sha1mod5:B":
+    bucket B instead.
     """
     keys = list(keys)
-    if holdout == "none":
+    bucket = heldout_bucket(holdout)
+    if bucket is None:
         return np.zeros(len(keys), dtype=bool)
-    if holdout == "sha1mod5":
-        return key_buckets(keys, 5) == 0
-    raise ValueError(f"unknown holdout {holdout!r}; expected one of {HOLDOUTS}")
+    return key_buckets(keys, 5) == bucket
 
 
 VALIDATION_FOLDS = (1, 2, 3, 4)
 
 
+def validation_folds(holdout: str) -> tuple[int, ...]:
+    """The grid search's folds under a protocol: the four buckets it does not hold out (1..4 for "none"
+    and "sha1mod5", so the shipped artifacts and the issue-2 split are unchanged)."""
+    bucket = heldout_bucket(holdout)
+    return tuple(b for b in range(5) if b != bucket) if bucket not in (None, 0) else VALIDATION_FOLDS
+
+
 def validation_fold(keys: Iterable[str]) -> np.ndarray:
-    """Grid-search fold of every input: sha1 % 5 in 1..4 (0 is the sha1mod5 hold-out, never a fold)."""
+    """Grid-search fold of every input: its sha1 % 5 bucket (the held-out bucket is never a fold, see
+    ``validation_folds``)."""
     return key_buckets(keys, 5)
 
 

@@ -31,7 +31,7 @@ from collections import Counter, defaultdict
 from dataclasses import astuple
 from typing import NamedTuple
 
-from torchgen_ah.model_shapes import all_cases, build_case, describe_case
+from torchgen_ah.model_shapes import MODES, all_cases, build_case, describe_case
 from torchgen_ah.shape_sampler import MMInput
 
 #: torch dtypes the mm dataset covers, by their ``--shapes`` names
@@ -110,8 +110,10 @@ def torch_case_model(torch, spec: dict, device: str):
     return model, inputs, loss_fn
 
 
-TORCH_CASES = [{"suite": "torch", "model": "encoder2", "mode": mode, "batch": batch, "seq": seq}
-               for mode in ("train", "infer") for batch in (2, 8) for seq in (16, 64)]
+TORCH_CASES = ([{"suite": "torch", "model": "encoder2", "mode": mode, "batch": batch, "seq": seq}
+                for mode in ("train", "infer") for batch in (2, 8) for seq in (16, 64)]
+               + [{"suite": "torch", "model": "encoder2", "mode": "decode", "batch": batch, "seq": 1}
+                  for batch in (4, 16)])
 
 
 def cases_for(suites: tuple[str, ...], modes: tuple[str, ...]) -> list[dict]:
@@ -244,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-o", "--output", default="ah_models", help="prefix of the CSV files (default: ah_models)")
     p.add_argument("--suites", default="timm,hf", help="timm, hf, torch (a small built-in model), comma-separated")
-    p.add_argument("--modes", default="train,infer", help="train, infer or both")
+    p.add_argument("--modes", default="train,infer",
+                   help="train, infer and/or decode (causal LMs, one token per sequence: M = batch)")
     p.add_argument("--device", default="meta",
                    help="where the steps run, comma-separated in order of preference: a case that fails on one "
                         "runs on the next (default meta: no memory, no GPU; e.g. meta,cuda on the GPU machine)")
@@ -252,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     suites = tuple(s.strip() for s in args.suites.split(",") if s.strip())
     modes = tuple(s.strip() for s in args.modes.split(",") if s.strip())
-    unknown = [s for s in suites if s not in ("timm", "hf", "torch")] + [m for m in modes if m not in ("train", "infer")]
+    unknown = [s for s in suites if s not in ("timm", "hf", "torch")] + [m for m in modes if m not in MODES]
     if unknown:
         print(f"error: unknown suite or mode {unknown}", file=sys.stderr)
         return 2

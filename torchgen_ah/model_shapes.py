@@ -51,12 +51,26 @@ HF_MODELS = {
 TIMM_BATCHES = (8, 32, 64)
 HF_BATCHES = (1, 4, 16)
 HF_SEQ_LENS = (128, 512)
+# mode "decode": the causal LMs producing one token for each of `batch` sequences (a forward pass of one
+# position, bf16, no_grad). Its linear layers' GEMMs have M = batch: the small-M inputs of serving that
+# training and prefill never give. Batch 1 is left out (M = 1 is a matrix-vector product, never autotuned).
+DECODE_MODELS = ("gpt2", "llama-7b-2l", "mistral-7b-2l")
+DECODE_BATCHES = (2, 4, 8, 16, 32, 64, 128)
+MODES = ("train", "infer", "decode")
 
 
 def all_cases(suites=("timm", "hf"), modes=("train", "infer")) -> list[dict]:
-    """Every case, in a fixed order (case i is the same on every host)."""
+    """Every case, in a fixed order (case i is the same on every host; decode cases come after the others,
+    so adding them moved no earlier case). ValueError for a mode other than MODES."""
     cases = []
     for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}: expected some of {', '.join(MODES)}")
+        if mode == "decode":
+            if "hf" in suites:
+                cases += [{"suite": "hf", "model": model, "mode": mode, "batch": batch, "seq": 1}
+                          for model in DECODE_MODELS for batch in DECODE_BATCHES]
+            continue
         if "timm" in suites:
             for model in TIMM_MODELS:
                 for batch in TIMM_BATCHES:
@@ -85,7 +99,8 @@ class ModelShapesRunner(BenchmarkRunner):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--suites", default="timm,hf", help="timm, hf or both")
-        parser.add_argument("--modes", default="train,infer", help="train, infer or both")
+        parser.add_argument("--modes", default="train,infer",
+                            help="train, infer and/or decode (causal LMs, one token per sequence)")
         parser.add_argument("--search-space", choices=("wide", "default"), default="default",
                             help="plugin search space while collecting (default: default max-autotune's)")
         parser.add_argument("--search-space-sample", type=int, default=None)

@@ -78,6 +78,7 @@ class RankerScore:
     vs_default_gmean: float  # best of its list / best of default's set (<1: better than default)
     vs_default_max: float
     regrets: np.ndarray | None = None  # per scored input: best time in the list / best measured time
+    best_times: np.ndarray | None = None  # per scored input: its best measured time (the log's unit, ms)
 
     @property
     def inputs(self) -> int:
@@ -130,7 +131,7 @@ def score_ranker(name: str, orders: np.ndarray, times: np.ndarray, choices: list
     regrets = listed[scored] / best_time[scored]
     return RankerScore(name, metrics, int(fin.sum()), int(known_pairs.sum()),
                        float(per_input.min()) if len(per_input) else float("nan"),
-                       int(reachable[scored].sum()), n_def, def_g, def_m, regrets)
+                       int(reachable[scored].sum()), n_def, def_g, def_m, regrets, best_time[scored])
 
 
 def paired_ratio_interval(a: np.ndarray, b: np.ndarray, resamples: int = 2000, level: float = 0.95,

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from sklearn.tree import DecisionTreeClassifier
 
-from torchgen_ah.heldout import VALIDATION_FOLDS, is_heldout, validation_fold
+from torchgen_ah.heldout import is_heldout, validation_fold, validation_folds
 
 #: a choice whose time is within this factor of the best counts as correct (label and "near hit")
 NEAR_BEST = 1.01
@@ -574,8 +574,9 @@ def train(main: TimingTable, extras: list[TimingTable], spec: FeatureSpec, *, k:
     """Split by input, grid-search on the validation inputs, refit on train + validation, report.
 
     holdout "none": every input is used (the shipped artifacts); "sha1mod5": the issue-2 protocol, held
-    out inputs of every file are never trained on and are reported per file. Validation: sha1 % 10 == 1
-    of every file (disjoint from the hold-out), used only to pick the grid point.
+    out inputs of every file are never trained on and are reported per file; "sha1mod5:B": bucket B held
+    out instead (rotations). Validation: 4-fold cross-validation over the four sha1 % 5 buckets that are
+    not held out (``heldout.validation_folds``), used only to pick the grid point.
     """
     tables = [main] + list(extras)
     spec = spec.fit([t.features for t in tables])
@@ -583,7 +584,7 @@ def train(main: TimingTable, extras: list[TimingTable], spec: FeatureSpec, *, k:
     choices = trained_choices(tables, held)
     folds = [validation_fold(t.keys) for t in tables]
     fold_data = []  # (training set, validation tables) per fold; a fold with no training input is skipped
-    for f in VALIDATION_FOLDS:
+    for f in validation_folds(holdout):
         train_tabs = [t.subset(~h & (fo != f)) for t, h, fo in zip(tables, held, folds)]
         val_tabs = [t.subset(~h & (fo == f)) for t, h, fo in zip(tables, held, folds)]
         training = stack(train_tabs, spec, choices)

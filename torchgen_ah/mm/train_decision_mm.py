@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="artifacts", metavar="DIR", help="output folder (default artifacts/)")
     parser.add_argument("--save-dot", action="store_true", help="also write the tree as Graphviz DOT")
     parser.add_argument("--holdout", default="none", choices=HOLDOUTS,
-                        help="inputs never trained on: none (default) or sha1mod5 (the issue-2 protocol)")
+                        help="inputs never trained on: none (default), sha1mod5 (the issue-2 protocol: bucket 0 of "
+                             "sha1(key) %% 5) or sha1mod5:B (bucket B instead, B = 0..4)")
     parser.add_argument("--device-name", action="append", default=[], metavar="NAME",
                         help="make the artifact specific to this device name (repeatable)")
     parser.add_argument("--grid", default="default", choices=sorted(GRIDS),
