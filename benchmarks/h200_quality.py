@@ -17,7 +17,7 @@ that never trained on it; pooled per file, for all files, and for the inputs who
     python benchmarks/h200_quality.py [--datasets datasets/h200] [--out-dir DIR] [--no-write] [--no-rotation]
 
 Files: the main file is the one ``*_mm.txt`` that is not a real-model file; real-model files are
-``*_train_mm.txt`` / ``*_infer_mm.txt`` (upstream's names). Real-model files are collected with default
+``*_train_mm.txt`` / ``*_infer_mm.txt`` (upstream's names) / ``*_decode_mm.txt``. Real-model files are collected with default
 max-autotune's choices only (``torchgen_ah.model_shapes --search-space default``, their documented
 provenance), so there default's set is every measured choice; the main file's log does not record which
 of its choices are default's, so its vs-default figures are "n/a".
@@ -58,8 +58,9 @@ K = 10
 HOLDOUT = "sha1mod5"
 H200_NAME = "MMRankingH200"
 DEVICE_NAME = "NVIDIA H200"
-REAL_MODEL_PATTERNS = ("*_train_mm.txt", "*_infer_mm.txt")
-RANKER_NAMES = (f"ours {H200_NAME}", "ours MMRankingH100 (regenerated)", "torch shipped MMRankingH100")
+REAL_MODEL_PATTERNS = ("*_train_mm.txt", "*_infer_mm.txt", "*_decode_mm.txt")
+OURS_H200_LABEL, OURS_H100_LABEL, TORCH_H100_LABEL = RANKER_NAMES = (
+    f"ours {H200_NAME}", "ours MMRankingH100 (regenerated)", "torch shipped MMRankingH100")
 #: inputs whose best kernel is faster than this (ms) repeat their pick poorly (rep_consistency)
 RELIABLE_MS = 0.05
 #: below this many held-out inputs the verdict is not a judgement
@@ -189,8 +190,8 @@ def rankers(held: TimingTable, h200_path: str | None, h200_error: str | None, me
     device = {"name": metadata.get("name", "mm"), "device_capa": tuple(metadata["device_capa"]),
               "shared_memory": metadata["shared_memory"], "device_name": DEVICE_NAME}
     out = []
-    for label, path, name in ((f"ours {H200_NAME}", h200_path, H200_NAME),
-                              ("ours MMRankingH100 (regenerated)", OURS_H100, "MMRankingH100")):
+    for label, path, name in ((OURS_H200_LABEL, h200_path, H200_NAME),
+                              (OURS_H100_LABEL, OURS_H100, "MMRankingH100")):
         if path is None:
             out.append(Ranker(label, None, h200_error or "not available"))
             continue
@@ -211,11 +212,11 @@ def rankers(held: TimingTable, h200_path: str | None, h200_error: str | None, me
         out.append(Ranker(label, orders_from_rankings(ranked, held.choices), note))
     shipped = shipped_orders("h100", held, held.choices)
     if shipped is None:
-        out.append(Ranker("torch shipped MMRankingH100", None, "this torch has no shipped MMRankingH100"))
+        out.append(Ranker(TORCH_H100_LABEL, None, "this torch has no shipped MMRankingH100"))
     else:
         import torch
 
-        out.append(Ranker("torch shipped MMRankingH100", shipped,
+        out.append(Ranker(TORCH_H100_LABEL, shipped,
                           f"torch {torch.__version__}, through AHContext.get_decisions_ranked"))
     return out
 
@@ -263,7 +264,7 @@ def table_lines(rows) -> list[str]:
 def verdict(rows) -> tuple[str, bool | None]:
     """Whether MMRankingH200 beats both H100 rankers on pooled regret gmean (as printed, 4 decimals)."""
     pooled = {r.name: s for label, r, s in rows if label == "all held-out"}
-    ours = pooled.get(f"ours {H200_NAME}")
+    ours = pooled.get(OURS_H200_LABEL)
     n = ours.inputs if ours is not None else max((s.inputs for s in pooled.values() if s), default=0)
     if ours is None or n == 0:
         why = "MMRankingH200 was not trained" if ours is None else "there are no held-out inputs"
@@ -340,27 +341,36 @@ class Rotation:
     best_ms: dict[str, np.ndarray]  # set label -> each scored input's best measured time (ms)
 
 
-def rotation_scores(files: list[DataFile], out_dir: str) -> list[Rotation]:
-    """The bar's comparison under every rotation sha1mod5:0..4 (a fresh MMRankingH200 for each): over
-    the five, every input is held out exactly once, so the pooled figures use all the data."""
+def rotation_scores(files: list[DataFile], out_dir: str, first: dict | None = None) -> list[Rotation]:
+    """The bar's comparison under every rotation sha1mod5:0..4 (a fresh MMRankingH200 for each but the
+    first: rotation 0 is the bar's own split, `first` when given): over the five, every input is held out
+    exactly once, so the pooled figures use all the data."""
     out = []
     for holdout in ROTATIONS:
-        rotated = [replace(f, holdout=holdout) for f in files]
-        split = score_split(rotated, os.path.join(out_dir, holdout.replace(":", "_")))
+        if holdout == ROTATIONS[0] and first is not None and files[0].holdout == HOLDOUT:
+            split = first  # sha1mod5 is sha1mod5:0: same inputs held out, same folds, same artifact
+        else:
+            rotated = [replace(f, holdout=holdout) for f in files]
+            split = score_split(rotated, os.path.join(out_dir, holdout.replace(":", "_")))
         scored = [(label, r, s) for label, r, s in split["rows"] if s is not None and s.regrets is not None]
         out.append(Rotation(holdout, {(label, r.name): s.regrets for label, r, s in scored},
                             {label: s.best_times for label, r, s in scored}))
     return out
 
 
+def _gmean(x: np.ndarray) -> float:
+    return float(np.exp(np.mean(np.log(x))))
+
+
 def _gm(x: np.ndarray) -> str:
-    return f"{float(np.exp(np.mean(np.log(x)))):.4f}" if len(x) else "-"
+    return f"{_gmean(x):.4f}" if len(x) else "-"
 
 
 def rotation_lines(rotations: list[Rotation]) -> list[str]:
-    """Markdown: each rotation's pooled regret gmeans, then every input once (all files, and the random
-    file alone) with MMRankingH200's paired ratio and interval against each H100 ranker."""
-    ours = f"ours {H200_NAME}"
+    """Markdown: each rotation's pooled regret gmeans, then every input once (per file and all files,
+    then the same for the inputs whose best kernel takes RELIABLE_MS or more) with MMRankingH200's paired
+    ratio and interval against each H100 ranker."""
+    ours = OURS_H200_LABEL
     others = [n for n in RANKER_NAMES if n != ours]
     lines = ["### Rotation: every input held out once",
              "",
@@ -376,8 +386,8 @@ def rotation_lines(rotations: list[Rotation]) -> list[str]:
         regs = [rot.regrets.get((label, n)) for n in RANKER_NAMES]
         n = max((len(r) for r in regs if r is not None), default=0)
         vals = [_gm(r) if r is not None else "not scored" for r in regs]
-        win = n > 0 and all(r is not None and len(r) for r in regs) and all(
-            float(np.mean(np.log(regs[0]))) < float(np.mean(np.log(r))) for r in regs[1:])
+        win = n > 0 and all(r is not None and len(r) for r in regs) and all(  # the verdict's rule: 4 decimals
+            round(_gmean(regs[0]), 4) < round(_gmean(r), 4) for r in regs[1:])
         wins += win
         lines.append(f"| {rot.holdout.rsplit(':', 1)[1]} | {n} | " + " | ".join(vals) + f" | {'yes' if win else 'no'} |")
     lines += ["", f"MMRankingH200 has the lowest regret gmean in {wins} of {len(rotations)} rotations.", "",
@@ -391,10 +401,9 @@ def rotation_lines(rotations: list[Rotation]) -> list[str]:
                                                             if slow_only else "")
             lines.append(_pooled_row(rotations, lab, name, ours, others, slow_only))
     lines = [line for line in lines if line is not None]
-    lines += ["", f"Kernels under {RELIABLE_MS * 1000:g} us: the two repetitions of such an input often pick "
-              "different kernels (benchmarks/RESULTS.md, rep_consistency), so on them regret is mostly "
-              "timing noise; the rows with best kernel >= "
-              f"{RELIABLE_MS * 1000:g} us keep the inputs whose pick repeats."]
+    lines += ["", f"Best kernel: the input's fastest median time. Under {RELIABLE_MS * 1000:g} us the two "
+              "repetitions of an input often pick different kernels (benchmarks/RESULTS.md, rep_consistency), "
+              "so there regret is mostly timing noise; at or above it they mostly agree."]
     return lines
 
 
@@ -423,7 +432,6 @@ def _pooled_row(rotations: list[Rotation], lab: str, name: str, ours: str, other
         tag = "lower, resolved" if hi < 1.0 else "higher, resolved" if lo > 1.0 else "not resolved"
         cells.append(f"{ratio:.4f} ({lo:.4f}-{hi:.4f}; {tag})")
     return f"| {name} | {len(pooled[ours])} | " + " | ".join(cells) + " |"
-    return lines
 
 
 def run(data_dir: str, out_dir: str | None, verbose: bool = False,
@@ -442,7 +450,7 @@ def run(data_dir: str, out_dir: str | None, verbose: bool = False,
         out_dir = tmp.name
     try:
         split = score_split(files, out_dir, verbose)
-        rotations = rotation_scores(files, out_dir) if rotate else []
+        rotations = rotation_scores(files, out_dir, first=split) if rotate else []
     finally:
         if tmp is not None:
             tmp.cleanup()

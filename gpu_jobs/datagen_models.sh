@@ -8,18 +8,19 @@
 #
 # WAY=gemms: time each distinct GEMM of the cases once, with gen_data_mm --shapes (two workers per GPU,
 # default max-autotune's candidates as above), MINUTES shared between the lists. The lists are GEMM_LISTS
-# (space-separated CSVs; by default the committed datasets/h200/h200_*_gemms.csv of SUITES x MODES, made by
-# torchgen_ah.model_gemms on the meta device); a list that is missing is made here first (seconds; a case
-# that cannot run on meta runs eagerly on the GPU). Each list's log resumes from RESUME_DIR: its rows there
-# (GEMMs already logged are skipped, by key) and its journal. Merge the returned logs into datasets/h200/
-# with torchgen_ah.merge_data (docs/datagen.md).
+# (space-separated *_gemms.csv files) or, by default, the committed datasets/h200/h200_<suite>_<mode>_gemms.csv
+# of the SUITES x MODES pairs that have cases (MODES defaults to train,decode here: every inference GEMM is
+# also a training one). A list that is missing is made here first with torchgen_ah.model_gemms (seconds; a
+# case that cannot run on meta runs eagerly on the GPU). Each list's log resumes from RESUME_DIR: its rows
+# there (GEMMs already logged are skipped, by key) and its journal are copied into $OUT first, so the
+# returned log is the whole file: copy it (and its journal) over the one in datasets/h200/ (docs/datagen.md).
 set -euo pipefail
 : "${OUT:?set OUT to the output folder}"
 MINUTES="${MINUTES:-8}"
 SUITES="${SUITES:-timm,hf}"
-MODES="${MODES:-train,infer}"
+if [ "${WAY:-compile}" = gemms ]; then MODES="${MODES:-train,decode}"; else MODES="${MODES:-train,infer}"; fi
 TIMEOUT="${TIMEOUT:-300}"
-NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
+NUM_GPUS="${NUM_GPUS:-$( (nvidia-smi -L 2>/dev/null || true) | wc -l)}"
 [ "$NUM_GPUS" -ge 1 ] || NUM_GPUS=1
 RESUME_DIR="${RESUME_DIR:-datasets/h200}"
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}."
@@ -31,11 +32,16 @@ if [ "${WAY:-compile}" = gemms ]; then
   lists=()
   if [ -n "${GEMM_LISTS:-}" ]; then
     read -r -a lists <<< "$GEMM_LISTS"
-  else
-    for suite in ${SUITES//,/ }; do for mode in ${MODES//,/ }; do
-      lists+=("$RESUME_DIR/h200_${suite}_${mode}_gemms.csv")
-    done; done
+  else  # the (suite, mode) pairs that have cases (no timm decode)
+    for pair in $(python3 -c "import sys; from torchgen_ah.model_shapes import all_cases
+print(' '.join(sorted({c['suite'] + '_' + c['mode'] for c in all_cases(tuple(sys.argv[1].split(',')), tuple(sys.argv[2].split(',')))})))" "$SUITES" "$MODES"); do
+      lists+=("$RESUME_DIR/h200_${pair}_gemms.csv")
+    done
   fi
+  [ "${#lists[@]}" -gt 0 ] || { echo "no GEMM lists for SUITES=$SUITES MODES=$MODES GEMM_LISTS=${GEMM_LISTS:-}"; exit 1; }
+  for list in "${lists[@]}"; do
+    case "$list" in *_gemms.csv) ;; *) echo "GEMM list $list: the name must end in _gemms.csv"; exit 1 ;; esac
+  done
   missing=0
   for list in "${lists[@]}"; do [ -f "$list" ] || missing=1; done
   if [ "$missing" = 1 ]; then  # list every case here (the GPU machine's timm and transformers)

@@ -121,6 +121,7 @@ def test_decode_cases_come_after_the_others_and_have_m_equal_to_the_batch():
     assert {c["suite"] for c in decode} == {"hf"} and {c["seq"] for c in decode} == {1}
     assert {c["model"] for c in decode} == set(DECODE_MODELS) and min(c["batch"] for c in decode) >= 2
     assert all_cases(("timm",), ("decode",)) == []
+    assert all_cases(("timm", "hf"), ("decode", "train", "infer")) == after  # decode last, whatever the order
     with pytest.raises(ValueError, match="unknown mode 'serve'"):
         all_cases(("hf",), ("serve",))
 

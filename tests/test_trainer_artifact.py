@@ -137,6 +137,9 @@ def test_splits_are_by_input_and_heldout_never_trained_on(h100_mm, tmp_path, hol
     # corrupt every held-out input's timings: a model that never saw them must not change
     spec = mm.mm_feature_spec(md)
     base = train(table, [], spec, default="extern_mm", holdout=holdout, grid=ONE_POINT, log=lambda *a: None)
+    # the grid search validates on every input it may train on: the four buckets not held out
+    validated = [m for m in base.metrics if m.name == "h100_mm validation"][0]
+    assert validated.inputs == int((~held).sum())
     corrupt = table.subset(np.ones(len(table.keys), dtype=bool))
     corrupt.times = table.times.copy()
     rng = np.random.default_rng(0)

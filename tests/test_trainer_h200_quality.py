@@ -120,6 +120,8 @@ def test_table_scores_three_rankers_on_one_table(tmp_path):
         first = {r.name: s for label, r, s in det["rows"] if label == "all held-out"}[ranker]
         assert np.array_equal(rots[0].regrets[("all held-out", ranker)], first.regrets)
     assert "### Rotation: every input held out once" in body
+    slow = sum(int((r.best_ms["all held-out"] >= hq.RELIABLE_MS).sum()) for r in rots)
+    assert 0 < slow < n_inputs and f"| all files, best kernel >= 50 us | {slow} |" in body
     assert f"| all files | {n_inputs} |" in body and f"| {MAIN} | {len(det['files'][0].table.keys)} |" in body
 
     # cross-check one ranker with the plugin's own USE-policy pruning (ah_plugin.ranking.choose)

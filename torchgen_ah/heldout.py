@@ -66,5 +66,6 @@ def validation_fold(keys: Iterable[str]) -> np.ndarray:
 
 
 def is_validation(keys: Iterable[str], fold: int = 1) -> np.ndarray:
-    """Inputs that score the grid search in `fold` (disjoint from the sha1mod5 hold-out)."""
+    """Inputs of bucket `fold` (a grid-search fold when it is among ``validation_folds(holdout)``; fold 1
+    is disjoint from the sha1mod5 hold-out)."""
     return validation_fold(keys) == fold

@@ -60,17 +60,14 @@ MODES = ("train", "infer", "decode")
 
 
 def all_cases(suites=("timm", "hf"), modes=("train", "infer")) -> list[dict]:
-    """Every case, in a fixed order (case i is the same on every host; decode cases come after the others,
-    so adding them moved no earlier case). ValueError for a mode other than MODES."""
+    """Every case, in a fixed order (case i is the same on every host). Decode cases come after all the
+    others whatever the order of `modes`, so adding them moved no earlier case. ValueError for a mode
+    other than MODES."""
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"unknown mode {unknown[0]!r}: expected some of {', '.join(MODES)}")
     cases = []
-    for mode in modes:
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}: expected some of {', '.join(MODES)}")
-        if mode == "decode":
-            if "hf" in suites:
-                cases += [{"suite": "hf", "model": model, "mode": mode, "batch": batch, "seq": 1}
-                          for model in DECODE_MODELS for batch in DECODE_BATCHES]
-            continue
+    for mode in (m for m in modes if m != "decode"):
         if "timm" in suites:
             for model in TIMM_MODELS:
                 for batch in TIMM_BATCHES:
@@ -80,6 +77,9 @@ def all_cases(suites=("timm", "hf"), modes=("train", "infer")) -> list[dict]:
                 for batch in HF_BATCHES:
                     for seq in HF_SEQ_LENS:
                         cases.append({"suite": "hf", "model": model, "mode": mode, "batch": batch, "seq": seq})
+    if "decode" in modes and "hf" in suites:
+        cases += [{"suite": "hf", "model": model, "mode": "decode", "batch": batch, "seq": 1}
+                  for model in DECODE_MODELS for batch in DECODE_BATCHES]
     return cases
 
 
