@@ -41,6 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks._results import update_section  # noqa: E402
+from benchmarks.rep_consistency import TINY_MS  # noqa: E402
 from benchmarks.train_quality import shipped_orders  # noqa: E402
 from torchgen_ah.heldout import ROTATIONS, is_heldout  # noqa: E402
 from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
@@ -62,7 +63,7 @@ REAL_MODEL_PATTERNS = ("*_train_mm.txt", "*_infer_mm.txt", "*_decode_mm.txt")
 OURS_H200_LABEL, OURS_H100_LABEL, TORCH_H100_LABEL = RANKER_NAMES = (
     f"ours {H200_NAME}", "ours MMRankingH100 (regenerated)", "torch shipped MMRankingH100")
 #: inputs whose best kernel is faster than this (ms) repeat their pick poorly (rep_consistency)
-RELIABLE_MS = 0.05
+RELIABLE_MS = TINY_MS
 #: below this many held-out inputs the verdict is not a judgement
 MIN_JUDGED = 20
 OURS_H100 = os.path.join(ROOT, "artifacts", "_MMRankingH100.py")
