@@ -11,3 +11,11 @@ RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 
 def update_section(name: str, body: str) -> None:
     update_results_section(RESULTS, name, body, title="# Benchmark results\n")
+
+
+def publish(name: str, body: str, write: bool) -> int:
+    """Print a benchmark's report and, when `write`, make it section `name` of RESULTS.md; exit code 0."""
+    print(body)
+    if write:
+        update_section(name, body)
+    return 0

@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks import h200_quality as hq  # noqa: E402
-from benchmarks._results import update_section  # noqa: E402
+from benchmarks._results import publish  # noqa: E402
 from torchgen_ah.evaluate import DEFAULT_SHAPES, build_tables, read_shapes  # noqa: E402
 from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
 from torchgen_ah.policies import ours_policy, score_policies, summarize  # noqa: E402
@@ -172,10 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     body, _, _ = run(args.run, args.datasets, args.shapes, argv)
-    print(body)
-    if not args.no_write:
-        update_section("h200_eval_rescore", body)
-    return 0
+    return publish("h200_eval_rescore", body, write=not args.no_write)
 
 
 if __name__ == "__main__":

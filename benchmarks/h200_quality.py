@@ -40,7 +40,7 @@ import pandas as pd
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks._results import update_section  # noqa: E402
+from benchmarks._results import publish  # noqa: E402
 from benchmarks.rep_consistency import TINY_MS  # noqa: E402
 from benchmarks.train_quality import shipped_orders  # noqa: E402
 from torchgen_ah.heldout import ROTATIONS, is_heldout  # noqa: E402
@@ -495,14 +495,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     parser.add_argument("--verbose", action="store_true", help="print the trainer's report")
     parser.add_argument("--no-rotation", action="store_true",
-                        help="skip the five-rotation cross-check (five more trainings)")
+                        help="skip the five-rotation cross-check (four more trainings)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     body, _, _ = run(args.datasets, args.out_dir, args.verbose, argv, rotate=not args.no_rotation)
-    print(body)
-    if not args.no_write:
-        update_section("h200_quality", body)
-    return 0
+    return publish("h200_quality", body, write=not args.no_write)
 
 
 if __name__ == "__main__":
