@@ -100,25 +100,30 @@ def _describe(artifact) -> str:
     return f"{artifact.name} ({artifact.source}: {os.path.basename(artifact.path)})"
 
 
-def summary_lines(per_input: pd.DataFrame) -> list[str]:
+def summaries(per_input: pd.DataFrame) -> pd.DataFrame:
+    """``summarize``'s row per policy, for each ranker (column ``ranker``)."""
+    return pd.concat([summarize(group).assign(ranker=ranker)
+                      for ranker, group in per_input.groupby("ranker", sort=False)], ignore_index=True)
+
+
+def summary_lines(summary: pd.DataFrame) -> list[str]:
     head = ["ranker", "policy", "inputs", "gmean vs default's pick", "worst", "worse by > 2%",
             "worse by > 10%", "choices benchmarked (mean)"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for ranker, group in per_input.groupby("ranker", sort=False):
-        for _, row in summarize(group).iterrows():
-            lines.append(f"| {ranker} | {row['policy']} | {row['inputs']} | {row['gmean_vs_default']:.4f} | "
-                         f"{row['max_vs_default']:.3f} | {row['worse_2pct']} | {row['worse_10pct']} | "
-                         f"{row['mean_benchmarked']:.1f} |")
+    for _, row in summary.iterrows():
+        lines.append(f"| {row['ranker']} | {row['policy']} | {row['inputs']} | {row['gmean_vs_default']:.4f} | "
+                     f"{row['max_vs_default']:.3f} | {row['worse_2pct']} | {row['worse_10pct']} | "
+                     f"{row['mean_benchmarked']:.1f} |")
     return lines
 
 
-def verdict(per_input: pd.DataFrame) -> tuple[str, bool]:
+def verdict(summary: pd.DataFrame) -> tuple[str, bool]:
     """Whether the H200 artifact keeps the evaluation's bars where the packaged ranking keeps them:
     adaptive k's worst input within WORST_BAR, and no worse geomean at k=10 and adaptive k."""
-    s = {(r, p): row for r, g in per_input.groupby("ranker") for p, row in summarize(g).set_index("policy").iterrows()}
-    worst = s[(H200, "ours_adaptive")]["max_vs_default"]
+    s = summary.set_index(["ranker", "policy"])
+    worst = s.loc[(H200, "ours_adaptive"), "max_vs_default"]
     worse_gmean = [p for p in ("ours_k10", "ours_adaptive")
-                   if round(s[(H200, p)]["gmean_vs_default"], 4) > round(s[(PACKAGED, p)]["gmean_vs_default"], 4)]
+                   if round(s.loc[(H200, p), "gmean_vs_default"], 4) > round(s.loc[(PACKAGED, p), "gmean_vs_default"], 4)]
     ok = worst <= WORST_BAR and not worse_gmean
     parts = [f"adaptive k's worst input {worst:.3f}x of default's pick (bar <= {WORST_BAR:.2f})"]
     if worse_gmean:
@@ -137,7 +142,8 @@ def run(run_dir: str, data_dir: str, shapes_path: str = DEFAULT_SHAPES,
         per_input = score(table, {PACKAGED: None, H200: art_dir})
     seen = per_input["input"].isin(train_keys)
     unseen = per_input[~seen]
-    text, ok = verdict(per_input)
+    summary = summaries(per_input)
+    text, ok = verdict(summary)
     n_inputs = per_input["input"].nunique()
     n_seen = per_input.loc[seen, "input"].nunique()
     artifacts = per_input.groupby("ranker")["artifact"].first().to_dict()
@@ -153,10 +159,10 @@ def run(run_dir: str, data_dir: str, shapes_path: str = DEFAULT_SHAPES,
         "pick.", "",
         *[f"- {r}: {a}" for r, a in artifacts.items()], "",
         "All inputs:", "",
-        *summary_lines(per_input), "",
+        *summary_lines(summary), "",
         f"{n_seen} of the {n_inputs} inputs are also inputs of the training data (same key), so the table "
         "above is not a clean hold-out. Without them:", "",
-        *(summary_lines(unseen) if len(unseen) else ["(none left)"]), "",
+        *(summary_lines(summaries(unseen)) if len(unseen) else ["(none left)"]), "",
         text,
     ])
     return body, ok, {"per_input": per_input, "train_keys": train_keys, "table": table, "artifact": path}

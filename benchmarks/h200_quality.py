@@ -53,7 +53,7 @@ from torchgen_ah.ranker_scoring import (  # noqa: E402
     paired_ratio_interval,
     score_ranker,
 )
-from torchgen_ah.train_decision import SPARSE_GRID, TimingTable  # noqa: E402
+from torchgen_ah.train_decision import SPARSE_GRID, TimingTable, gmean  # noqa: E402
 
 K = 10
 HOLDOUT = "sha1mod5"
@@ -359,12 +359,8 @@ def rotation_scores(files: list[DataFile], out_dir: str, first: dict | None = No
     return out
 
 
-def _gmean(x: np.ndarray) -> float:
-    return float(np.exp(np.mean(np.log(x))))
-
-
 def _gm(x: np.ndarray) -> str:
-    return f"{_gmean(x):.4f}" if len(x) else "-"
+    return f"{gmean(x):.4f}" if len(x) else "-"
 
 
 def rotation_lines(rotations: list[Rotation]) -> list[str]:
@@ -388,7 +384,7 @@ def rotation_lines(rotations: list[Rotation]) -> list[str]:
         n = max((len(r) for r in regs if r is not None), default=0)
         vals = [_gm(r) if r is not None else "not scored" for r in regs]
         win = n > 0 and all(r is not None and len(r) for r in regs) and all(  # the verdict's rule: 4 decimals
-            round(_gmean(regs[0]), 4) < round(_gmean(r), 4) for r in regs[1:])
+            round(gmean(regs[0]), 4) < round(gmean(r), 4) for r in regs[1:])
         wins += win
         lines.append(f"| {rot.holdout.rsplit(':', 1)[1]} | {n} | " + " | ".join(vals) + f" | {'yes' if win else 'no'} |")
     lines += ["", f"MMRankingH200 has the lowest regret gmean in {wins} of {len(rotations)} rotations.", "",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from torchgen_ah.train_decision import Metrics, evaluate_orders
+from torchgen_ah.train_decision import Metrics, evaluate_orders, gmean
 
 ALWAYS_LISTED = "extern_mm"
 
@@ -85,10 +85,6 @@ class RankerScore:
         return self.metrics.inputs
 
 
-def _gmean(x: np.ndarray) -> float:
-    return float(np.exp(np.mean(np.log(x)))) if len(x) else float("nan")
-
-
 def score_ranker(name: str, orders: np.ndarray, times: np.ndarray, choices: list[str], k: int = 10,
                  default_mask: np.ndarray | None = None) -> RankerScore:
     """Score padded `orders` (``orders_from_rankings``) against `times` (n, len(choices)) medians.
@@ -127,7 +123,7 @@ def score_ranker(name: str, orders: np.ndarray, times: np.ndarray, choices: list
             default_best = np.where(dm, times, np.inf).min(axis=1)[has]
             ours = listed[has]
             ratio = ours / default_best
-            n_def, def_g, def_m = int(has.sum()), _gmean(ratio), float(ratio.max())
+            n_def, def_g, def_m = int(has.sum()), gmean(ratio), float(ratio.max())
     regrets = listed[scored] / best_time[scored]
     return RankerScore(name, metrics, int(fin.sum()), int(known_pairs.sum()),
                        float(per_input.min()) if len(per_input) else float("nan"),

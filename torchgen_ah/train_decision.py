@@ -451,7 +451,8 @@ class Metrics:
               "speedup vs default", "unsure"]
 
 
-def _gmean(x: np.ndarray) -> float:
+def gmean(x: np.ndarray) -> float:
+    """Geometric mean of positive values (nan for none)."""
     return float(np.exp(np.mean(np.log(x)))) if len(x) else float("nan")
 
 
@@ -490,9 +491,9 @@ def evaluate_orders(name: str, orders: np.ndarray, times: np.ndarray, k: int, de
     wrong = regret[regret > 1.0]
     return Metrics(
         name, n, k, int((regret <= 1.0).sum()), int((regret <= near_best).sum()),
-        _gmean(regret), float(regret.max()), _gmean(wrong), float(wrong.max()) if len(wrong) else 1.0,
-        _gmean(top1), float(top1.max()), _gmean(default_t[has_def] / best[has_def]),
-        _gmean(default_t[has_def] / (top1 * best)[has_def]), unsure)
+        gmean(regret), float(regret.max()), gmean(wrong), float(wrong.max()) if len(wrong) else 1.0,
+        gmean(top1), float(top1.max()), gmean(default_t[has_def] / best[has_def]),
+        gmean(default_t[has_def] / (top1 * best)[has_def]), unsure)
 
 
 def evaluate(model: RankingTree, table: TimingTable, k: int, default: str | None,
