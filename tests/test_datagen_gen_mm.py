@@ -109,6 +109,7 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
         0: ("ok", 2), 1: ("ok", 2), 2: ("ok", 1), 3: ("error", 1)}, records
     assert "injected fault" in records[3]["error"]
     assert len(records[0]["info"]["compile_seconds"]) == 3  # the warm-up and the 2 logged repetitions
+    assert records[0]["info"]["compile_threads"] == 1  # default --compile-pool in-process: no subprocess pool
     from torchgen_ah.ah_log import read_log
 
     parsed = read_log(str(log))
@@ -199,6 +200,9 @@ def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeyp
     args = runner.parse_args(["-o", "x.txt"])
     cores = usable_cores()
     assert runner.worker_env(args, "cuda:0")["TORCHINDUCTOR_COMPILE_THREADS"] == str(cores)
+    assert runner.worker_env(args, "cuda:0")["TORCH_WARM_POOL"] == "0"  # in-process: no pool to warm
+    pooled = runner.parse_args(["-o", "x.txt", "--compile-pool", "inductor"])
+    assert "TORCH_WARM_POOL" not in runner.worker_env(pooled, "cuda:0")
     args = runner.parse_args(["-o", "x.txt", "--num-workers", "2", "--device", "cpu"])
     assert runner.worker_env(args, "cpu")["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(1, cores // 2))
     monkeypatch.setenv("RANK", "3")  # torchrun: 2 ranks on this host, one GPU worker each
@@ -207,6 +211,27 @@ def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeyp
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     args = runner.parse_args(["-o", "x.txt"])
     assert runner.worker_env(args, "cuda:1")["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(1, cores // 2))
+
+
+@pytest.mark.slow
+def test_compile_pool_inductor_keeps_inductors_compile_threads_in_the_worker(tmp_path):
+    """--compile-pool inductor leaves Inductor's compile_threads at the worker's share of the cores (its
+    subprocess pool in use), where the default compiles in the worker's own threads (compile_threads 1)."""
+    from torchgen_ah.mm.gen_data_mm import usable_cores
+
+    if usable_cores() < 2:
+        pytest.skip("one core: the worker's share is 1 compile thread either way")
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("m,k,n,transpose_left,transpose_right,dtype,allow_tf32\n32,64,48,0,0,fp32,0\n")
+    log = tmp_path / "pooled.txt"
+    cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--device", "cpu", "--shapes", str(shapes),
+           "-o", str(log), "--num-reps", "1", "--no-progress", "--timeout-per-sample", "120",
+           "--compile-pool", "inductor"]
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_AUTOHEURISTIC_USE", "AH_DATAGEN_INJECT_FAULT")}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (record,) = [json.loads(line) for line in open(f"{log}.progress.jsonl") if line.strip()]
+    assert record["status"] == "ok" and record["info"]["compile_threads"] == usable_cores()
 
 
 def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_path):

@@ -140,6 +140,14 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                                  "are still compiling on every CPU core, which inflates the times of small, "
                                  "launch-bound kernels; the warm-up compile fills the batch's kernel cache so "
                                  "the logged repetitions are benchmarked with no compilation running")
+        parser.add_argument("--compile-pool", choices=("in-process", "inductor"), default="in-process",
+                            help="where a worker compiles autotuning candidates. 'in-process' (default): in "
+                                 "threads of the worker itself (Inductor's compile_threads = 1; the precompile "
+                                 "threads stay TORCHINDUCTOR_COMPILE_THREADS), so the kernels the warm-up builds "
+                                 "and loads are the ones the logged repetitions run. 'inductor': Inductor's "
+                                 "subprocess pool; once it is up, the worker loads each candidate again in the "
+                                 "first logged repetition, under the device lock (docs/datagen.md, 'Compile "
+                                 "pool')")
         parser.add_argument("--cache-root", default=None,
                             help="where per-input Inductor cache folders are made (default: system temp)")
 
@@ -232,6 +240,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         # ranks on this host
         workers = self.worker_count(args) * distributed.rank_info().local_world_size
         env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, usable_cores() // workers))
+        if getattr(args, "compile_pool", "inductor") == "in-process":
+            env["TORCH_WARM_POOL"] = "0"  # no subprocess pool started at import, only to go unused
         return env
 
     def log_path_for(self, args) -> str:
@@ -259,6 +269,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         if self._cache_root:
             os.makedirs(self._cache_root, exist_ok=True)
         configure_inductor_for_collection(torch, inductor_config)
+        if getattr(args, "compile_pool", "inductor") == "in-process":
+            compile_in_process(inductor_config)
         if device == "cpu":
             inductor_config.freezing = True
             self.device = "cpu"
@@ -356,7 +368,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             if self.device == "cuda":
                 with held_or_nothing(lock):  # frees synchronize the device
                     torch.cuda.empty_cache()
-        info = {"compile_seconds": seconds, "batch": len(inputs)}
+        info = {"compile_seconds": seconds, "batch": len(inputs),
+                "compile_threads": getattr(inductor_config, "compile_threads", None)}
         if lock is not None:
             info.update(lock.take_stats())
         return [dict(info) for _ in inputs]
@@ -598,6 +611,18 @@ def configure_inductor_for_collection(torch, inductor_config) -> None:
         _set_config(functorch_config, "enable_remote_autograd_cache", False)
     except ImportError:  # pragma: no cover
         pass
+
+
+def compile_in_process(inductor_config) -> None:
+    """Candidates compile in the worker's own threads, not Inductor's subprocess pool.
+
+    Once that pool is up (a minute or so into a worker's life), Inductor precompiles Triton candidates in
+    it, and the worker process then builds and loads each kernel again when it first benchmarks it: in
+    the first logged repetition, under the device lock, while the compile-only warm-up's work goes
+    unused. With ``compile_threads`` = 1 the pool is never used and the precompile runs in a thread pool of
+    the worker (sized by ``TORCHINDUCTOR_COMPILE_THREADS``), which loads the kernels where they run. This
+    is what every worker's first batches did before the pool came up (H200 logs, docs/datagen.md)."""
+    _set_config(inductor_config, "compile_threads", 1)
 
 
 def _set_tf32(torch, enabled: bool) -> None:

@@ -1,0 +1,141 @@
+"""Collection with Inductor's compile subprocess pool against compiling in the worker (gen_data_mm
+--compile-pool), on the same inputs: throughput, where the time under the device lock goes, and whether
+the timings agree.
+
+Why: once Inductor's subprocess pool is up, a worker loads every candidate again in its first logged
+repetition, under the device lock, although the compile-only warm-up built them (docs/datagen.md, "Compile
+pool"). This reads the two arms of ``gpu_jobs/compile_pool_ab.sh`` (each a folder with ``decode.txt`` and
+``random.txt``, their journals and ``.done.json`` summaries) and prints, per part and arm: inputs done, wall
+minutes and inputs per GPU-minute; the seconds of the warm-ups and of the first and second logged
+repetitions (summed over batches, from the journals); then the per-choice agreement of the two arms on the
+(input, choice) pairs both timed, beside each arm's own repetition-to-repetition spread.
+
+    python benchmarks/compile_pool_ab.py --inductor DIR_A --in-process DIR_B [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks._results import publish  # noqa: E402
+from benchmarks.collect_throughput import compare, per_choice_medians, repetition_spread  # noqa: E402
+from torchgen_ah.benchmark_runner import BenchmarkRunner  # noqa: E402
+
+PARTS = (("decode", "decoding GEMMs (default's candidates)"),
+         ("random", "random inputs (wide space, 20 sampled configs)"))
+ARMS = (("inductor", "Inductor's subprocess pool"), ("in-process", "in the worker's threads"))
+
+
+def batch_seconds(records: list[dict]) -> dict:
+    """Seconds summed over batches (a batch's inputs share one ``compile_seconds``): warm-ups, first and
+    second logged repetitions, and time holding the device lock."""
+    seen = set()
+    out = {"batches": 0, "warmup": 0.0, "rep1": 0.0, "rep2": 0.0, "lock_held": 0.0}
+    for r in records:
+        info = r.get("info") or {}
+        seconds = info.get("compile_seconds") or []
+        if r.get("status") != "ok" or len(seconds) < 3:
+            continue
+        key = (r.get("device"), tuple(seconds), info.get("lock_held_seconds"))
+        if key in seen:
+            continue
+        seen.add(key)
+        out["batches"] += 1
+        out["warmup"] += sum(seconds[:-2])
+        out["rep1"] += seconds[-2]
+        out["rep2"] += seconds[-1]
+        out["lock_held"] += info.get("lock_held_seconds") or 0.0
+    return out
+
+
+def arm_part(folder: str, part: str) -> dict | None:
+    """One arm's figures for one part, None when the arm did not run it."""
+    log = os.path.join(folder, f"{part}.txt")
+    journal, done = log + ".progress.jsonl", log + ".done.json"
+    if not (os.path.exists(journal) and os.path.exists(done)):
+        return None
+    try:
+        with open(done, encoding="utf-8") as fh:
+            summary = json.load(fh)
+        float(summary["seconds"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"compile_pool_ab: {done}: not a run summary with 'seconds' ({exc!r})") from exc
+    records = list(BenchmarkRunner.read_journal(journal).values())  # a corrupt line: warned, skipped
+    ok = sum(1 for r in records if r.get("status") == "ok")
+    minutes = summary["seconds"] / 60
+    threads = sorted({str((r.get("info") or {}).get("compile_threads")) for r in records})
+    return {"ok": ok, "minutes": minutes, "rate": ok / minutes if minutes > 0 else float("nan"),
+            "seconds": batch_seconds(records), "medians": per_choice_medians(log)[0],
+            "spread": repetition_spread(log), "compile_threads": ", ".join(threads)}
+
+
+def _range(stats) -> str:
+    if not stats:
+        return "n/a"
+    return f"{stats['median']:.3f} ({stats['p10']:.3f}-{stats['p90']:.3f}, {stats['pairs']} pairs)"
+
+
+def report(folders: dict[str, str], command: str) -> tuple[str, dict]:
+    """The markdown section and the figures (for tests): folders maps arm -> folder."""
+    lines = ["## Compile pool: Inductor's subprocess pool or the worker's threads (gen_data_mm --compile-pool)", "",
+             f"Command: `{command}` over the two arms of `gpu_jobs/compile_pool_ab.sh` (same inputs, one GPU "
+             "and half the host's cores each, two workers per GPU, 2 logged repetitions after a compile-only "
+             "warm-up).", "",
+             "| part | arm | compile threads (journal) | inputs done | wall min | inputs per minute (one GPU) | batches | "
+             "warm-up s | rep 1 s | rep 2 s | rep 1 / rep 2 | device lock held s |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    figures: dict = {}
+    for part, part_label in PARTS:
+        for arm, arm_label in ARMS:
+            got = arm_part(folders[arm], part)
+            figures[(part, arm)] = got
+            if got is None:
+                lines.append(f"| {part_label} | {arm_label} | | not run | | | | | | | | |")
+                continue
+            s = got["seconds"]
+            ratio = s["rep1"] / s["rep2"] if s["rep2"] > 0 else float("nan")
+            lines.append(f"| {part_label} | {arm_label} | {got['compile_threads']} | {got['ok']} | "
+                         f"{got['minutes']:.2f} | {got['rate']:.2f} | {s['batches']} | {s['warmup']:.1f} | "
+                         f"{s['rep1']:.1f} | {s['rep2']:.1f} | {ratio:.2f} | {s['lock_held']:.1f} |")
+    lines += ["", "Timings: per-choice medians of the in-process arm / the pool arm on the (input, choice) pairs "
+              "both timed, median (10th-90th percentile), beside each arm's own rep 1 / rep 2 spread (its noise "
+              "floor).", "",
+              "| part | in-process / pool | pool: rep 1 / rep 2 | in-process: rep 1 / rep 2 | rate in-process / pool |",
+              "| --- | --- | --- | --- | --- |"]
+    for part, part_label in PARTS:
+        pool, own = figures[(part, "inductor")], figures[(part, "in-process")]
+        if pool is None or own is None:
+            lines.append(f"| {part_label} | n/a | | | |")
+            continue
+        agreement = compare(pool["medians"], own["medians"])
+        figures[(part, "agreement")] = agreement
+        speed = own["rate"] / pool["rate"] if pool["rate"] > 0 else float("nan")
+        figures[(part, "speed")] = speed
+        lines.append(f"| {part_label} | {_range(agreement)} | {_range(pool['spread'])} | "
+                     f"{_range(own['spread'])} | {speed:.2f}x |")
+    return "\n".join(lines), figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--inductor", required=True, help="the pool arm's folder (lane A of compile_pool_ab.sh)")
+    p.add_argument("--in-process", dest="in_process", required=True,
+                   help="the in-process arm's folder (lane B)")
+    p.add_argument("--write", action="store_true", help="make it section compile_pool_ab of RESULTS.md")
+    args = p.parse_args(argv)
+    for folder in (args.inductor, args.in_process):
+        if not os.path.isdir(folder):
+            raise SystemExit(f"compile_pool_ab: {folder}: no such folder")
+    command = "python benchmarks/compile_pool_ab.py --inductor A --in-process B"
+    body, _ = report({"inductor": args.inductor, "in-process": args.in_process}, command)
+    return publish("compile_pool_ab", body, args.write)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
