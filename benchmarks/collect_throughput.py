@@ -81,7 +81,8 @@ def single_sample(spec_json: str) -> int:
     spec = json.loads(spec_json)
     runner = BenchmarkRunnerMM()
     device = spec.get("device", "cuda")
-    args = runner.parse_args(["--device", device, "--warmup-reps", "0"])  # upstream: no warm-up compile
+    # upstream: no warm-up compile, Inductor's own compile subprocess pool
+    args = runner.parse_args(["--device", device, "--warmup-reps", "0", "--compile-pool", "inductor"])
     runner.setup_worker(args, "cpu" if device == "cpu" else "cuda:0")
     runner.run_batch([spec["input"]], spec["reps"], args, device)
     return 0

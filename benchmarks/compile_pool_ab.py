@@ -55,24 +55,26 @@ def batch_seconds(records: list[dict]) -> dict:
 
 
 def arm_part(folder: str, part: str) -> dict | None:
-    """One arm's figures for one part, None when the arm did not run it."""
+    """One arm's figures for one part; None when the arm has no journal for it. A part without its
+    ``.done.json`` (killed before the summary) keeps its journal's figures, with no wall time."""
     log = os.path.join(folder, f"{part}.txt")
     journal, done = log + ".progress.jsonl", log + ".done.json"
-    if not (os.path.exists(journal) and os.path.exists(done)):
+    if not os.path.exists(journal):
         return None
-    try:
-        with open(done, encoding="utf-8") as fh:
-            summary = json.load(fh)
-        float(summary["seconds"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SystemExit(f"compile_pool_ab: {done}: not a run summary with 'seconds' ({exc!r})") from exc
+    minutes = None
+    if os.path.exists(done):
+        try:
+            with open(done, encoding="utf-8") as fh:
+                minutes = float(json.load(fh)["seconds"]) / 60
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"compile_pool_ab: {done}: not a run summary with 'seconds' ({exc!r})") from exc
     records = list(BenchmarkRunner.read_journal(journal).values())  # a corrupt line: warned, skipped
     ok = sum(1 for r in records if r.get("status") == "ok")
-    minutes = summary["seconds"] / 60
-    threads = sorted({str((r.get("info") or {}).get("compile_threads")) for r in records})
-    return {"ok": ok, "minutes": minutes, "rate": ok / minutes if minutes > 0 else float("nan"),
+    threads = sorted({f"{info.get('compile_threads')} / {info.get('precompile_threads')}"
+                      for info in ((r.get("info") or {}) for r in records) if "compile_threads" in info})
+    return {"ok": ok, "minutes": minutes, "rate": ok / minutes if minutes else None,
             "seconds": batch_seconds(records), "medians": per_choice_medians(log)[0],
-            "spread": repetition_spread(log), "compile_threads": ", ".join(threads)}
+            "spread": repetition_spread(log), "compile_threads": ", ".join(threads) or "not recorded"}
 
 
 def _range(stats) -> str:
@@ -82,31 +84,41 @@ def _range(stats) -> str:
 
 
 def report(folders: dict[str, str], command: str) -> tuple[str, dict]:
-    """The markdown section and the figures (for tests): folders maps arm -> folder."""
+    """The markdown section and the figures (for tests): folders maps arm -> folder. SystemExit when an
+    arm's folder holds neither part (a folder one level too high, say)."""
+    figures: dict = {}
+    for arm, _ in ARMS:
+        for part, _ in PARTS:
+            figures[(part, arm)] = arm_part(folders[arm], part)
+        if all(figures[(part, arm)] is None for part, _ in PARTS):
+            names = ", ".join(f"{part}.txt.progress.jsonl" for part, _ in PARTS)
+            raise SystemExit(f"compile_pool_ab: {folders[arm]}: no {names} (the {arm} arm's step folder?)")
     lines = ["## Compile pool: Inductor's subprocess pool or the worker's threads (gen_data_mm --compile-pool)", "",
              f"Command: `{command}` over the two arms of `gpu_jobs/compile_pool_ab.sh` (same inputs, one GPU "
-             "and half the host's cores each, two workers per GPU, 2 logged repetitions after a compile-only "
-             "warm-up).", "",
-             "| part | arm | compile threads (journal) | inputs done | wall min | inputs per minute (one GPU) | batches | "
-             "warm-up s | rep 1 s | rep 2 s | rep 1 / rep 2 | device lock held s |",
+             "and half the host's cores each: the pool arm on GPU 0, the in-process arm on GPU 1; two workers "
+             "per GPU, 2 logged repetitions after a compile-only warm-up). Seconds are summed over batches "
+             "from the journals.", "",
+             "| part | arm | compile threads / precompile threads | inputs done | wall min | inputs per minute "
+             "(one GPU) | batches | warm-up s | rep 1 s | rep 2 s | rep 1 s / rep 2 s | device lock held s |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    figures: dict = {}
     for part, part_label in PARTS:
         for arm, arm_label in ARMS:
-            got = arm_part(folders[arm], part)
-            figures[(part, arm)] = got
+            got = figures[(part, arm)]
             if got is None:
                 lines.append(f"| {part_label} | {arm_label} | | not run | | | | | | | | |")
                 continue
             s = got["seconds"]
-            ratio = s["rep1"] / s["rep2"] if s["rep2"] > 0 else float("nan")
-            lines.append(f"| {part_label} | {arm_label} | {got['compile_threads']} | {got['ok']} | "
-                         f"{got['minutes']:.2f} | {got['rate']:.2f} | {s['batches']} | {s['warmup']:.1f} | "
-                         f"{s['rep1']:.1f} | {s['rep2']:.1f} | {ratio:.2f} | {s['lock_held']:.1f} |")
-    lines += ["", "Timings: per-choice medians of the in-process arm / the pool arm on the (input, choice) pairs "
-              "both timed, median (10th-90th percentile), beside each arm's own rep 1 / rep 2 spread (its noise "
-              "floor).", "",
-              "| part | in-process / pool | pool: rep 1 / rep 2 | in-process: rep 1 / rep 2 | rate in-process / pool |",
+            ratio = f"{s['rep1'] / s['rep2']:.2f}" if s["rep2"] > 0 else "n/a"
+            wall = f"{got['minutes']:.2f}" if got["minutes"] is not None else "killed: no .done.json"
+            rate = f"{got['rate']:.2f}" if got["rate"] is not None else "n/a"
+            lines.append(f"| {part_label} | {arm_label} | {got['compile_threads']} | {got['ok']} | {wall} | "
+                         f"{rate} | {s['batches']} | {s['warmup']:.1f} | {s['rep1']:.1f} | {s['rep2']:.1f} | "
+                         f"{ratio} | {s['lock_held']:.1f} |")
+    lines += ["", "Kernel timings: per-choice medians of the in-process arm / the pool arm on the (input, choice) "
+              "pairs both timed, median (10th-90th percentile), beside each arm's own rep 1 / rep 2 timing "
+              "spread (its noise floor).", "",
+              "| part | timings in-process / pool | pool: timings rep 1 / rep 2 | in-process: timings rep 1 / rep 2 "
+              "| rate in-process / pool |",
               "| --- | --- | --- | --- | --- |"]
     for part, part_label in PARTS:
         pool, own = figures[(part, "inductor")], figures[(part, "in-process")]
@@ -115,24 +127,25 @@ def report(folders: dict[str, str], command: str) -> tuple[str, dict]:
             continue
         agreement = compare(pool["medians"], own["medians"])
         figures[(part, "agreement")] = agreement
-        speed = own["rate"] / pool["rate"] if pool["rate"] > 0 else float("nan")
+        speed = own["rate"] / pool["rate"] if own["rate"] and pool["rate"] else None
         figures[(part, "speed")] = speed
         lines.append(f"| {part_label} | {_range(agreement)} | {_range(pool['spread'])} | "
-                     f"{_range(own['spread'])} | {speed:.2f}x |")
+                     f"{_range(own['spread'])} | {f'{speed:.2f}x' if speed else 'n/a'} |")
     return "\n".join(lines), figures
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--inductor", required=True, help="the pool arm's folder (lane A of compile_pool_ab.sh)")
+    p.add_argument("--inductor", required=True,
+                   help="the pool arm's folder (step 'pool' of lane A of compile_pool_ab.sh)")
     p.add_argument("--in-process", dest="in_process", required=True,
-                   help="the in-process arm's folder (lane B)")
+                   help="the in-process arm's folder (step 'in_process' of lane B)")
     p.add_argument("--write", action="store_true", help="make it section compile_pool_ab of RESULTS.md")
     args = p.parse_args(argv)
     for folder in (args.inductor, args.in_process):
         if not os.path.isdir(folder):
             raise SystemExit(f"compile_pool_ab: {folder}: no such folder")
-    command = "python benchmarks/compile_pool_ab.py --inductor A --in-process B"
+    command = "python benchmarks/compile_pool_ab.py --inductor A/pool --in-process B/in_process"
     body, _ = report({"inductor": args.inductor, "in-process": args.in_process}, command)
     return publish("compile_pool_ab", body, args.write)
 

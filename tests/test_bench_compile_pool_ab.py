@@ -1,13 +1,15 @@
-"""benchmarks/compile_pool_ab.py on real collector output: a CPU gen_data_mm run is the pool arm and a copy
-of it the in-process arm, so every figure has a known answer (equal rates, agreement exactly 1), a part
-neither arm ran is reported as such, and a corrupt journal line is skipped with a warning naming it."""
+"""The compile-pool A/B: benchmarks/compile_pool_ab.py on real H200 rows and journals with known changes
+(every figure has a known answer), and gpu_jobs/compile_pool_ab.sh run through the real two_lanes.sh and
+run_batch.sh with a stand-in collector, so both lanes' tarballs are checked to hold what the benchmark
+reads."""
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -16,37 +18,92 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import compile_pool_ab as ab  # noqa: E402
+from torchgen_ah.ah_log import read_log, write_log  # noqa: E402
+
+SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt"
 
 
-@pytest.mark.slow
-def test_compile_pool_ab_reads_two_real_arms(tmp_path, capsys):
-    pool = tmp_path / "inductor"
-    pool.mkdir()
-    shapes = tmp_path / "shapes.csv"
-    shapes.write_text("m,k,n,transpose_left,transpose_right,dtype,allow_tf32\n32,64,48,0,0,fp32,0\n"
-                      "16,128,40,0,0,fp32,0\n")
-    cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--device", "cpu", "--shapes", str(shapes),
-           "-o", str(pool / "decode.txt"), "--num-reps", "2", "--batch-size", "2", "--no-progress",
-           "--timeout-per-sample", "120", "--warmup-reps", "1", "--warmup-mode", "compile"]
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_AUTOHEURISTIC_USE", "AH_DATAGEN_INJECT_FAULT")}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    own = tmp_path / "in_process"
-    shutil.copytree(pool, own)
+def _arm(folder: Path, scale: float, seconds: float | None, parts=("decode", "random")) -> list[dict]:
+    """An arm whose parts are the committed decoding GEMMs with every time multiplied by `scale`; a part's
+    run summary says `seconds` (None: no summary, as when the part was killed)."""
+    folder.mkdir()
+    log = read_log(SOURCE)
+    frame = log.frame.copy()
+    frame["feedback"] = frame["feedback"] * scale
+    journal = [json.loads(line) for line in open(f"{SOURCE}.progress.jsonl") if line.strip()]
+    for part in parts:
+        write_log(folder / f"{part}.txt", log.metadata, frame)
+        (folder / f"{part}.txt.progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in journal))
+        if seconds is not None:
+            (folder / f"{part}.txt.done.json").write_text(json.dumps({"ok": len(journal), "seconds": seconds}))
+    return journal
 
-    body, figures = ab.report({"inductor": str(pool), "in-process": str(own)}, "cmd")
-    got = figures[("decode", "inductor")]
-    assert got["ok"] == 2 and got["compile_threads"] == "1"
-    assert got["seconds"]["batches"] == 1  # the two inputs shared one compiled graph: counted once
-    assert got["seconds"]["rep1"] > 0 and got["seconds"]["rep2"] > 0 and got["seconds"]["warmup"] > 0
-    assert figures[("decode", "speed")] == pytest.approx(1.0)
-    agreement = figures[("decode", "agreement")]
-    assert agreement["median"] == pytest.approx(1.0) and agreement["p10"] == pytest.approx(1.0)
-    assert figures[("random", "inductor")] is None and "not run" in body
-    assert body.count("| decoding GEMMs") == 3  # a row per arm and the agreement row
 
-    journal = pool / "decode.txt.progress.jsonl"
-    journal.write_text(journal.read_text() + "{not json\n")
-    again, figures = ab.report({"inductor": str(pool), "in-process": str(own)}, "cmd")
-    assert f"{journal}:3: unreadable journal line skipped" in capsys.readouterr().err
-    assert again == body and figures[("decode", "inductor")]["ok"] == 2  # skipped, nothing else lost
+def test_rates_time_under_the_lock_and_agreement_have_their_known_values(tmp_path, capsys):
+    if not SOURCE.exists():
+        pytest.skip(f"H200 data absent: {SOURCE}")
+    journal = _arm(tmp_path / "pool", 1.0, 240.0)
+    _arm(tmp_path / "own", 0.9, 120.0, parts=("decode",))
+    (tmp_path / "own" / "random.txt").write_bytes((tmp_path / "own" / "decode.txt").read_bytes())
+    (tmp_path / "own" / "random.txt.progress.jsonl").write_bytes(
+        (tmp_path / "own" / "decode.txt.progress.jsonl").read_bytes())  # killed: no random.txt.done.json
+
+    body, fig = ab.report({"inductor": str(tmp_path / "pool"), "in-process": str(tmp_path / "own")}, "cmd")
+    pool = fig[("decode", "inductor")]
+    # each journaled batch holds two inputs sharing one compile_seconds: counted once
+    assert pool["ok"] == len(journal) and pool["seconds"]["batches"] == len(journal) // 2
+    assert pool["seconds"]["rep1"] == pytest.approx(sum(r["info"]["compile_seconds"][1] for r in journal) / 2)
+    assert pool["seconds"]["rep2"] == pytest.approx(sum(r["info"]["compile_seconds"][2] for r in journal) / 2)
+    assert pool["rate"] == pytest.approx(len(journal) / 4.0)
+    assert fig[("decode", "speed")] == pytest.approx(2.0)  # same inputs in half the time
+    agreement = fig[("decode", "agreement")]
+    assert agreement["median"] == pytest.approx(0.9) and agreement["p10"] == pytest.approx(0.9)  # own / pool
+    assert fig[("random", "in-process")]["minutes"] is None and "killed: no .done.json" in body
+    assert fig[("random", "speed")] is None
+
+    journal_path = tmp_path / "pool" / "decode.txt.progress.jsonl"
+    journal_path.write_text(journal_path.read_text() + "{not json\n")
+    again, fig2 = ab.report({"inductor": str(tmp_path / "pool"), "in-process": str(tmp_path / "own")}, "cmd")
+    assert f"{journal_path}:{len(journal) + 1}: unreadable journal line skipped" in capsys.readouterr().err
+    assert again == body  # the corrupt line is skipped, nothing else is lost
+
+    with pytest.raises(SystemExit, match="no decode.txt.progress.jsonl"):
+        ab.report({"inductor": str(tmp_path), "in-process": str(tmp_path / "own")}, "cmd")
+
+
+STUB = """#!/usr/bin/env bash
+# stand-in python3: the collector writes what gen_data_mm writes; everything else is the real python
+if [ "$1" = "-m" ] && [ "$2" = "torchgen_ah.mm.gen_data_mm" ]; then
+  while [ $# -gt 0 ]; do
+    case "$1" in -o) out=$2 ;; --compile-pool) pool=$2 ;; esac; shift
+  done
+  echo "rows" > "$out"; echo '{"index": 0, "status": "ok"}' > "$out.progress.jsonl"
+  echo '{"seconds": 1.0}' > "$out.done.json"; mkdir -p "$out.workers"; echo "$pool" > "$out.workers/worker0.log"
+  echo "mm: 1 inputs done" >&2; exit 0
+fi
+[ "$1" = "-m" ] && [ "$2" = "pip" ] && exit 0
+if [ "$1" = "-" ]; then cat > /dev/null; echo "stand-in environment"; exit 0; fi
+exec REAL "$@"
+"""
+
+
+def test_the_ab_job_packs_both_arms_where_the_benchmark_reads_them(tmp_path):
+    stub_dir = tmp_path / "bin"
+    stub_dir.mkdir()
+    stub = stub_dir / "python3"
+    stub.write_text(STUB.replace("REAL", sys.executable))
+    stub.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, PATH=f"{stub_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), MINUTES="0.5")
+    proc = subprocess.run(["bash", "gpu_jobs/compile_pool_ab.sh"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for lane, step, arm in (("a", "pool", "inductor"), ("b", "in_process", "in-process")):
+        with tarfile.open(out / f"lane_{lane}.tgz") as tar:
+            names = {n.lstrip("./") for n in tar.getnames()}
+            for part in ("decode", "random"):
+                for suffix in ("", ".progress.jsonl", ".done.json"):
+                    assert f"{step}/{part}.txt{suffix}" in names, (lane, sorted(names))
+            worker_log = tar.extractfile(f"./{step}/decode.txt.workers/worker0.log").read().decode().strip()
+            assert worker_log == arm  # each lane ran its own --compile-pool

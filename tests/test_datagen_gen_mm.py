@@ -109,7 +109,11 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
         0: ("ok", 2), 1: ("ok", 2), 2: ("ok", 1), 3: ("error", 1)}, records
     assert "injected fault" in records[3]["error"]
     assert len(records[0]["info"]["compile_seconds"]) == 3  # the warm-up and the 2 logged repetitions
-    assert records[0]["info"]["compile_threads"] == 1  # default --compile-pool in-process: no subprocess pool
+    # the journal says how the worker compiled: precompile threads = its share of the cores (one worker)
+    from torchgen_ah.mm.gen_data_mm import usable_cores
+
+    assert records[0]["info"]["precompile_threads"] == usable_cores()
+    assert records[0]["info"]["compile_threads"] >= 1  # CPU workers keep Inductor's own setting
     from torchgen_ah.ah_log import read_log
 
     parsed = read_log(str(log))
@@ -213,25 +217,31 @@ def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeyp
     assert runner.worker_env(args, "cuda:1")["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(1, cores // 2))
 
 
-@pytest.mark.slow
-def test_compile_pool_inductor_keeps_inductors_compile_threads_in_the_worker(tmp_path):
-    """--compile-pool inductor leaves Inductor's compile_threads at the worker's share of the cores (its
-    subprocess pool in use), where the default compiles in the worker's own threads (compile_threads 1)."""
-    from torchgen_ah.mm.gen_data_mm import usable_cores
+def test_in_process_compile_pool_turns_inductors_subprocess_pool_off_and_keeps_parallel_precompile(monkeypatch):
+    """GPU workers with the default --compile-pool in-process get compile_threads 1 (Inductor's subprocess
+    pool unused) while autotuning still precompiles in TORCHINDUCTOR_COMPILE_THREADS threads; CPU workers
+    and --compile-pool inductor keep Inductor's setting."""
+    import torch._inductor.config as ic
+    from torch._inductor import select_algorithm
+    from torch._inductor.async_compile import AsyncCompile
 
-    if usable_cores() < 2:
-        pytest.skip("one core: the worker's share is 1 compile thread either way")
-    shapes = tmp_path / "shapes.csv"
-    shapes.write_text("m,k,n,transpose_left,transpose_right,dtype,allow_tf32\n32,64,48,0,0,fp32,0\n")
-    log = tmp_path / "pooled.txt"
-    cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--device", "cpu", "--shapes", str(shapes),
-           "-o", str(log), "--num-reps", "1", "--no-progress", "--timeout-per-sample", "120",
-           "--compile-pool", "inductor"]
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_AUTOHEURISTIC_USE", "AH_DATAGEN_INJECT_FAULT")}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (record,) = [json.loads(line) for line in open(f"{log}.progress.jsonl") if line.strip()]
-    assert record["status"] == "ok" and record["info"]["compile_threads"] == usable_cores()
+    from torchgen_ah.mm.gen_data_mm import apply_compile_pool, compile_pool_info
+
+    runner = BenchmarkRunnerMM()
+    default = runner.parse_args(["-o", "x.txt"])
+    pooled = runner.parse_args(["-o", "x.txt", "--compile-pool", "inductor"])
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")
+    select_algorithm.get_num_workers.cache_clear()
+    try:
+        with ic.patch(compile_threads=4):
+            apply_compile_pool(ic, default, "cpu")
+            apply_compile_pool(ic, pooled, "cuda:0")
+            assert compile_pool_info(ic) == {"compile_threads": 4, "precompile_threads": 4}
+            apply_compile_pool(ic, default, "cuda:0")
+            assert compile_pool_info(ic) == {"compile_threads": 1, "precompile_threads": 4}
+            assert not AsyncCompile.use_process_pool()
+    finally:
+        select_algorithm.get_num_workers.cache_clear()
 
 
 def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_path):

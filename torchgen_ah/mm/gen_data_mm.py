@@ -144,7 +144,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                             help="where a worker compiles autotuning candidates. 'in-process' (default): in "
                                  "threads of the worker itself (Inductor's compile_threads = 1; the precompile "
                                  "threads stay TORCHINDUCTOR_COMPILE_THREADS), so the kernels the warm-up builds "
-                                 "and loads are the ones the logged repetitions run. 'inductor': Inductor's "
+                                 "and loads are the ones the logged repetitions run (GPU workers only). "
+                                 "'inductor': Inductor's "
                                  "subprocess pool; once it is up, the worker loads each candidate again in the "
                                  "first logged repetition, under the device lock (docs/datagen.md, 'Compile "
                                  "pool')")
@@ -269,8 +270,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         if self._cache_root:
             os.makedirs(self._cache_root, exist_ok=True)
         configure_inductor_for_collection(torch, inductor_config)
-        if getattr(args, "compile_pool", "inductor") == "in-process":
-            compile_in_process(inductor_config)
+        apply_compile_pool(inductor_config, args, device)
         if device == "cpu":
             inductor_config.freezing = True
             self.device = "cpu"
@@ -368,8 +368,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             if self.device == "cuda":
                 with held_or_nothing(lock):  # frees synchronize the device
                     torch.cuda.empty_cache()
-        info = {"compile_seconds": seconds, "batch": len(inputs),
-                "compile_threads": getattr(inductor_config, "compile_threads", None)}
+        info = {"compile_seconds": seconds, "batch": len(inputs), **compile_pool_info(inductor_config)}
         if lock is not None:
             info.update(lock.take_stats())
         return [dict(info) for _ in inputs]
@@ -613,16 +612,33 @@ def configure_inductor_for_collection(torch, inductor_config) -> None:
         pass
 
 
-def compile_in_process(inductor_config) -> None:
-    """Candidates compile in the worker's own threads, not Inductor's subprocess pool.
+def compile_pool_info(inductor_config) -> dict:
+    """For the journal: Inductor's ``compile_threads`` (1: no subprocess pool) and the threads its
+    autotuning precompiles candidates with (None where this torch does not say)."""
+    try:
+        from torch._inductor.select_algorithm import get_num_workers
+
+        precompile = get_num_workers()
+    except (ImportError, AttributeError):  # pragma: no cover - other torch versions
+        precompile = None
+    return {"compile_threads": getattr(inductor_config, "compile_threads", None),
+            "precompile_threads": precompile}
+
+
+def apply_compile_pool(inductor_config, args, device: str) -> None:
+    """``--compile-pool in-process``: GPU candidates compile in the worker's own threads, not Inductor's
+    subprocess pool.
 
     Once that pool is up (a minute or so into a worker's life), Inductor precompiles Triton candidates in
     it, and the worker process then builds and loads each kernel again when it first benchmarks it: in
     the first logged repetition, under the device lock, while the compile-only warm-up's work goes
     unused. With ``compile_threads`` = 1 the pool is never used and the precompile runs in a thread pool of
     the worker (sized by ``TORCHINDUCTOR_COMPILE_THREADS``), which loads the kernels where they run. This
-    is what every worker's first batches did before the pool came up (H200 logs, docs/datagen.md)."""
-    _set_config(inductor_config, "compile_threads", 1)
+    is what every worker's first batches did before the pool came up (H200 logs, docs/datagen.md). CPU
+    workers keep Inductor's setting: the pool serves Triton only, and it would make their C++ compile
+    serial."""
+    if device != "cpu" and getattr(args, "compile_pool", "inductor") == "in-process":
+        _set_config(inductor_config, "compile_threads", 1)
 
 
 def _set_tf32(torch, enabled: bool) -> None:
