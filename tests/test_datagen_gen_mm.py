@@ -205,6 +205,7 @@ def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeyp
     cores = usable_cores()
     assert runner.worker_env(args, "cuda:0")["TORCHINDUCTOR_COMPILE_THREADS"] == str(cores)
     assert runner.worker_env(args, "cuda:0")["TORCH_WARM_POOL"] == "0"  # in-process: no pool to warm
+    assert "TORCH_WARM_POOL" not in runner.worker_env(args, "cpu")  # CPU workers keep Inductor's setting
     pooled = runner.parse_args(["-o", "x.txt", "--compile-pool", "inductor"])
     assert "TORCH_WARM_POOL" not in runner.worker_env(pooled, "cuda:0")
     args = runner.parse_args(["-o", "x.txt", "--num-workers", "2", "--device", "cpu"])

@@ -241,7 +241,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         # ranks on this host
         workers = self.worker_count(args) * distributed.rank_info().local_world_size
         env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, usable_cores() // workers))
-        if getattr(args, "compile_pool", "inductor") == "in-process":
+        if device != "cpu" and getattr(args, "compile_pool", "inductor") == "in-process":
             env["TORCH_WARM_POOL"] = "0"  # no subprocess pool started at import, only to go unused
         return env
 
@@ -629,7 +629,7 @@ def apply_compile_pool(inductor_config, args, device: str) -> None:
     """``--compile-pool in-process``: GPU candidates compile in the worker's own threads, not Inductor's
     subprocess pool.
 
-    Once that pool is up (a minute or so into a worker's life), Inductor precompiles Triton candidates in
+    Once that pool is up (a few batches into a worker's life), Inductor precompiles Triton candidates in
     it, and the worker process then builds and loads each kernel again when it first benchmarks it: in
     the first logged repetition, under the device lock, while the compile-only warm-up's work goes
     unused. With ``compile_threads`` = 1 the pool is never used and the precompile runs in a thread pool of
