@@ -140,15 +140,14 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                                  "are still compiling on every CPU core, which inflates the times of small, "
                                  "launch-bound kernels; the warm-up compile fills the batch's kernel cache so "
                                  "the logged repetitions are benchmarked with no compilation running")
-        parser.add_argument("--compile-pool", choices=("in-process", "inductor"), default="in-process",
-                            help="where a worker compiles autotuning candidates. 'in-process' (default): in "
+        parser.add_argument("--compile-pool", choices=("inductor", "in-process"), default="inductor",
+                            help="where a worker compiles autotuning candidates. 'inductor' (default): "
+                                 "Inductor's subprocess pool; once it is up, the worker loads each candidate "
+                                 "again in the first logged repetition, under the device lock. 'in-process': in "
                                  "threads of the worker itself (Inductor's compile_threads = 1; the precompile "
                                  "threads stay TORCHINDUCTOR_COMPILE_THREADS), so the kernels the warm-up builds "
-                                 "and loads are the ones the logged repetitions run (GPU workers only). "
-                                 "'inductor': Inductor's "
-                                 "subprocess pool; once it is up, the worker loads each candidate again in the "
-                                 "first logged repetition, under the device lock (docs/datagen.md, 'Compile "
-                                 "pool')")
+                                 "and loads are the ones the logged repetitions run (GPU workers only; not yet "
+                                 "measured on a GPU: docs/datagen.md, 'Compile pool')")
         parser.add_argument("--cache-root", default=None,
                             help="where per-input Inductor cache folders are made (default: system temp)")
 
