@@ -204,10 +204,10 @@ def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeyp
     args = runner.parse_args(["-o", "x.txt"])
     cores = usable_cores()
     assert runner.worker_env(args, "cuda:0")["TORCHINDUCTOR_COMPILE_THREADS"] == str(cores)
-    assert "TORCH_WARM_POOL" not in runner.worker_env(args, "cuda:0")  # default: Inductor's own pool
-    own = runner.parse_args(["-o", "x.txt", "--compile-pool", "in-process"])
-    assert runner.worker_env(own, "cuda:0")["TORCH_WARM_POOL"] == "0"  # in-process: no pool to warm
-    assert "TORCH_WARM_POOL" not in runner.worker_env(own, "cpu")  # CPU workers keep Inductor's setting
+    assert runner.worker_env(args, "cuda:0")["TORCH_WARM_POOL"] == "0"  # default in-process: no pool to warm
+    assert "TORCH_WARM_POOL" not in runner.worker_env(args, "cpu")  # CPU workers keep Inductor's setting
+    pooled = runner.parse_args(["-o", "x.txt", "--compile-pool", "inductor"])
+    assert "TORCH_WARM_POOL" not in runner.worker_env(pooled, "cuda:0")  # Inductor's own pool, warmed
     args = runner.parse_args(["-o", "x.txt", "--num-workers", "2", "--device", "cpu"])
     assert runner.worker_env(args, "cpu")["TORCHINDUCTOR_COMPILE_THREADS"] == str(max(1, cores // 2))
     monkeypatch.setenv("RANK", "3")  # torchrun: 2 ranks on this host, one GPU worker each
@@ -219,9 +219,9 @@ def test_compile_threads_split_the_cores_between_workers_and_local_ranks(monkeyp
 
 
 def test_in_process_compile_pool_turns_inductors_subprocess_pool_off_and_keeps_parallel_precompile(monkeypatch):
-    """GPU workers with --compile-pool in-process get compile_threads 1 (Inductor's subprocess pool unused)
-    while autotuning still precompiles in TORCHINDUCTOR_COMPILE_THREADS threads; CPU workers and the
-    default (--compile-pool inductor) keep Inductor's setting."""
+    """GPU workers with --compile-pool in-process (the default) get compile_threads 1 (Inductor's subprocess
+    pool unused) while autotuning still precompiles in TORCHINDUCTOR_COMPILE_THREADS threads; CPU workers
+    and --compile-pool inductor keep Inductor's setting."""
     import torch._inductor.config as ic
     from torch._inductor import select_algorithm
     from torch._inductor.async_compile import AsyncCompile
@@ -229,8 +229,8 @@ def test_in_process_compile_pool_turns_inductors_subprocess_pool_off_and_keeps_p
     from torchgen_ah.mm.gen_data_mm import apply_compile_pool, compile_pool_info
 
     runner = BenchmarkRunnerMM()
-    own = runner.parse_args(["-o", "x.txt", "--compile-pool", "in-process"])
-    pooled = runner.parse_args(["-o", "x.txt"])
+    own = runner.parse_args(["-o", "x.txt"])
+    pooled = runner.parse_args(["-o", "x.txt", "--compile-pool", "inductor"])
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")
     select_algorithm.get_num_workers.cache_clear()
     try:

@@ -8,13 +8,13 @@ max-autotune's choices plus ``--search-space-sample`` configs drawn from the plu
 What makes it fast without changing what is measured (the choices and Inductor's own benchmarker stay
 as they are):
 
-* warm workers: torch, Triton and Inductor's compile pool start once per GPU, not once per input;
+* warm workers: torch, Triton and CUDA start once per GPU, not once per input;
 * batches (``--batch-size``, default 8): the inputs of a batch (same dtype and TF32 setting, since TF32 is
   a global flag) are the graph inputs of ONE compiled function returning every product as a tuple, so
   Dynamo and AOT run once per batch, each mm is still lowered through Inductor's ``tuned_mm`` with its own
-  autotuning (nothing fuses into or between them), and Inductor submits the candidates of all mms to its
-  compile pool at lowering, so they precompile in parallel. The plugin's collector logs each mm's
-  autotuning as its own input. A failed batch is retried input by input by the runner;
+  autotuning (nothing fuses into or between them), and Inductor precompiles the candidates of all mms
+  in parallel. The plugin's collector logs each mm's autotuning as its own input. A failed batch is
+  retried input by input by the runner;
 * a fresh Inductor/Triton cache folder per batch: timings never come from a cache (FX graph cache and
   autotune results caches off, so every repetition re-benchmarks), while the repetitions of a batch reuse
   its compiled kernels (``force_disable_caches`` is *not* used: it would recompile every kernel per rep);
@@ -22,6 +22,9 @@ as they are):
   workers;
 * a compile-only warm-up per batch (``--warmup-mode compile``): the kernels are built and loaded before
   the logged repetitions, without timing anything;
+* candidates compiled in the GPU worker's own threads (``--compile-pool in-process``), not in Inductor's
+  subprocess pool, so the kernels the warm-up loads are the ones the repetitions run (2.4-3.3x the inputs
+  per GPU-minute on the H200, ``benchmarks/compile_pool_ab.py``);
 * two workers per GPU (``--workers-per-gpu 2``): one compiles its next batch's warm-up on its half of the
   cores while the other runs its logged repetitions. They take turns on the GPU (``device_lock``): operand
   creation, the repetitions, autotuning's example inputs and output buffers, and running a compiled graph
@@ -140,14 +143,14 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                                  "are still compiling on every CPU core, which inflates the times of small, "
                                  "launch-bound kernels; the warm-up compile fills the batch's kernel cache so "
                                  "the logged repetitions are benchmarked with no compilation running")
-        parser.add_argument("--compile-pool", choices=("inductor", "in-process"), default="inductor",
-                            help="where a worker compiles autotuning candidates. 'inductor' (default): "
-                                 "Inductor's subprocess pool; once it is up, the worker loads each candidate "
-                                 "again in the first logged repetition, under the device lock. 'in-process': in "
+        parser.add_argument("--compile-pool", choices=("in-process", "inductor"), default="in-process",
+                            help="where a GPU worker compiles autotuning candidates. 'in-process' (default): in "
                                  "threads of the worker itself (Inductor's compile_threads = 1; the precompile "
                                  "threads stay TORCHINDUCTOR_COMPILE_THREADS), so the kernels the warm-up builds "
-                                 "and loads are the ones the logged repetitions run (GPU workers only; not yet "
-                                 "measured on a GPU: docs/datagen.md, 'Compile pool')")
+                                 "and loads are the ones the logged repetitions run; 2.4-3.3x the inputs per "
+                                 "GPU-minute of 'inductor' on the H200, same timings (docs/datagen.md, 'Compile "
+                                 "pool'). 'inductor': Inductor's subprocess pool; once it is up, the worker loads "
+                                 "each candidate again in the first logged repetition, under the device lock")
         parser.add_argument("--cache-root", default=None,
                             help="where per-input Inductor cache folders are made (default: system temp)")
 
@@ -240,7 +243,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         # ranks on this host
         workers = self.worker_count(args) * distributed.rank_info().local_world_size
         env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, usable_cores() // workers))
-        if device != "cpu" and getattr(args, "compile_pool", "inductor") == "in-process":
+        if device != "cpu" and getattr(args, "compile_pool", "in-process") == "in-process":
             env["TORCH_WARM_POOL"] = "0"  # no subprocess pool started at import, only to go unused
         return env
 
@@ -625,8 +628,8 @@ def compile_pool_info(inductor_config) -> dict:
 
 
 def apply_compile_pool(inductor_config, args, device: str) -> None:
-    """``--compile-pool in-process``: GPU candidates compile in the worker's own threads, not Inductor's
-    subprocess pool.
+    """``--compile-pool in-process`` (the default): GPU candidates compile in the worker's own threads, not
+    Inductor's subprocess pool.
 
     Once that pool is up (a few batches into a worker's life), Inductor precompiles Triton candidates in
     it, and the worker process then builds and loads each kernel again when it first benchmarks it: in
@@ -636,7 +639,7 @@ def apply_compile_pool(inductor_config, args, device: str) -> None:
     is what every worker's first batches did before the pool came up (H200 logs, docs/datagen.md). CPU
     workers keep Inductor's setting: the pool serves Triton only, and it would make their C++ compile
     serial."""
-    if device != "cpu" and getattr(args, "compile_pool", "inductor") == "in-process":
+    if device != "cpu" and getattr(args, "compile_pool", "in-process") == "in-process":
         _set_config(inductor_config, "compile_threads", 1)
 
 
