@@ -8,7 +8,8 @@ pool"). This reads the two arms of ``gpu_jobs/compile_pool_ab.sh`` (each a folde
 ``random.txt``, their journals and ``.done.json`` summaries) and prints, per part and arm: inputs done, wall
 minutes and inputs per GPU-minute; the seconds of the warm-ups and of the first and second logged
 repetitions (summed over batches, from the journals); then the per-choice agreement of the two arms on the
-(input, choice) pairs both timed, beside each arm's own repetition-to-repetition spread.
+(input, choice) pairs both timed, also against the pool arm's second repetition alone (its first one
+rebuilds kernels between timings), beside each arm's own repetition-to-repetition spread.
 
     python benchmarks/compile_pool_ab.py --inductor DIR_A --in-process DIR_B [--write]
 """
@@ -74,7 +75,24 @@ def arm_part(folder: str, part: str) -> dict | None:
                       for info in ((r.get("info") or {}) for r in records) if "compile_threads" in info})
     return {"ok": ok, "minutes": minutes, "rate": ok / minutes if minutes else None,
             "seconds": batch_seconds(records), "medians": per_choice_medians(log)[0],
+            "rep2": repetition_times(log, 1),
             "spread": repetition_spread(log), "compile_threads": ", ".join(threads) or "not recorded"}
+
+
+def repetition_times(log_path: str, rep: int) -> dict:
+    """{input key: {choice: time}} of one logged repetition (0-based): the times a slow first repetition
+    leaves out, for comparing an arm against the other arm's repetition 2 alone."""
+    from torchgen_ah.ah_log import input_keys, read_log
+
+    if not os.path.exists(log_path):
+        return {}
+    log = read_log(log_path)
+    frame = log.frame.assign(key=input_keys(log.frame, log.metadata))
+    frame = frame[frame.groupby(["key", "choice"]).cumcount() == rep]
+    out: dict = {}
+    for key, choice, value in zip(frame["key"], frame["choice"], frame["feedback"]):
+        out.setdefault(key, {})[choice] = value
+    return out
 
 
 def _range(stats) -> str:
@@ -117,19 +135,21 @@ def report(folders: dict[str, str], command: str) -> tuple[str, dict]:
     lines += ["", "Kernel timings: per-choice medians of the in-process arm / the pool arm on the (input, choice) "
               "pairs both timed, median (10th-90th percentile), beside each arm's own rep 1 / rep 2 timing "
               "spread (its noise floor).", "",
-              "| part | timings in-process / pool | pool: timings rep 1 / rep 2 | in-process: timings rep 1 / rep 2 "
-              "| rate in-process / pool |",
-              "| --- | --- | --- | --- | --- |"]
+              "| part | timings in-process / pool | in-process / pool's rep 2 alone | pool: timings rep 1 / rep 2 "
+              "| in-process: timings rep 1 / rep 2 | rate in-process / pool |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for part, part_label in PARTS:
         pool, own = figures[(part, "inductor")], figures[(part, "in-process")]
         if pool is None or own is None:
-            lines.append(f"| {part_label} | n/a | | | |")
+            lines.append(f"| {part_label} | n/a | | | | |")
             continue
         agreement = compare(pool["medians"], own["medians"])
         figures[(part, "agreement")] = agreement
+        against_rep2 = compare(pool["rep2"], own["medians"])
+        figures[(part, "agreement_rep2")] = against_rep2
         speed = own["rate"] / pool["rate"] if own["rate"] and pool["rate"] else None
         figures[(part, "speed")] = speed
-        lines.append(f"| {part_label} | {_range(agreement)} | {_range(pool['spread'])} | "
+        lines.append(f"| {part_label} | {_range(agreement)} | {_range(against_rep2)} | {_range(pool['spread'])} | "
                      f"{_range(own['spread'])} | {f'{speed:.2f}x' if speed else 'n/a'} |")
     return "\n".join(lines), figures
 

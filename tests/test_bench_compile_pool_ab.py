@@ -23,13 +23,17 @@ from torchgen_ah.ah_log import read_log, write_log  # noqa: E402
 SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt"
 
 
-def _arm(folder: Path, scale: float, seconds: float | None, parts=("decode", "random")) -> list[dict]:
-    """An arm whose parts are the committed decoding GEMMs with every time multiplied by `scale`; a part's
-    run summary says `seconds` (None: no summary, as when the part was killed)."""
+def _arm(folder: Path, scale: float, seconds: float | None, parts=("decode", "random"),
+         rep1_scale: float = 1.0) -> list[dict]:
+    """An arm whose parts are the committed decoding GEMMs, each (input, choice) with its last repetition's
+    time in every repetition, multiplied by `scale` (and the first repetition's by `rep1_scale` too); a
+    part's run summary says `seconds` (None: no summary, as when the part was killed)."""
     folder.mkdir()
     log = read_log(SOURCE)
     frame = log.frame.copy()
-    frame["feedback"] = frame["feedback"] * scale
+    groups = frame.groupby(list(frame.columns.drop("feedback")), sort=False)
+    first = groups.cumcount() == 0
+    frame["feedback"] = groups["feedback"].transform("last") * scale * first.map({True: rep1_scale, False: 1.0})
     journal = [json.loads(line) for line in open(f"{SOURCE}.progress.jsonl") if line.strip()]
     for part in parts:
         write_log(folder / f"{part}.txt", log.metadata, frame)
@@ -42,7 +46,7 @@ def _arm(folder: Path, scale: float, seconds: float | None, parts=("decode", "ra
 def test_rates_time_under_the_lock_and_agreement_have_their_known_values(tmp_path, capsys):
     if not SOURCE.exists():
         pytest.skip(f"H200 data absent: {SOURCE}")
-    journal = _arm(tmp_path / "pool", 1.0, 240.0)
+    journal = _arm(tmp_path / "pool", 1.0, 240.0, rep1_scale=1.5)  # a slow first repetition
     _arm(tmp_path / "own", 0.9, 120.0, parts=("decode",))
     (tmp_path / "own" / "random.txt").write_bytes((tmp_path / "own" / "decode.txt").read_bytes())
     (tmp_path / "own" / "random.txt.progress.jsonl").write_bytes(
@@ -57,7 +61,10 @@ def test_rates_time_under_the_lock_and_agreement_have_their_known_values(tmp_pat
     assert pool["rate"] == pytest.approx(len(journal) / 4.0)
     assert fig[("decode", "speed")] == pytest.approx(2.0)  # same inputs in half the time
     agreement = fig[("decode", "agreement")]
-    assert agreement["median"] == pytest.approx(0.9) and agreement["p10"] == pytest.approx(0.9)  # own / pool
+    assert agreement["median"] == pytest.approx(0.9 / 1.25)  # own / the pool's median of 1.5x and 1x
+    against_rep2 = fig[("decode", "agreement_rep2")]  # own / the pool's second repetition alone
+    assert against_rep2["median"] == pytest.approx(0.9) and against_rep2["p10"] == pytest.approx(0.9)
+    assert pool["spread"]["median"] == pytest.approx(1.5)  # the pool's rep 1 / rep 2
     assert fig[("random", "in-process")]["minutes"] is None and "killed: no .done.json" in body
     assert fig[("random", "speed")] is None
 
