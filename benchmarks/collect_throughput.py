@@ -144,18 +144,39 @@ def per_choice_medians(log_path: str):
     return medians, complete
 
 
-def repetition_spread(log_path: str):
-    """Noise floor of one way: first / second repetition of each (input, choice), median and 10th-90th
-    percentile. Agreement between the ways is "within noise" when it sits inside these spreads."""
-    import numpy as np
-
+def _repetitions(log_path: str):
+    """The log's rows with their input key and repetition number (0-based, per input and choice); None
+    without a log."""
     from torchgen_ah.ah_log import input_keys, read_log
 
     if not os.path.exists(log_path):
         return None
     log = read_log(log_path)
     frame = log.frame.assign(key=input_keys(log.frame, log.metadata))
-    frame = frame.assign(rep=frame.groupby(["key", "choice"]).cumcount())
+    return frame.assign(rep=frame.groupby(["key", "choice"]).cumcount())
+
+
+def repetition_times(log_path: str, rep: int) -> dict:
+    """{input key: {choice: time}} of one logged repetition (0-based), for comparing one way against
+    another way's single repetition."""
+    frame = _repetitions(log_path)
+    if frame is None:
+        return {}
+    out: dict = {}
+    chosen = frame[frame["rep"] == rep]
+    for key, choice, value in zip(chosen["key"], chosen["choice"], chosen["feedback"]):
+        out.setdefault(key, {})[choice] = value
+    return out
+
+
+def repetition_spread(log_path: str):
+    """Noise floor of one way: first / second repetition of each (input, choice), median and 10th-90th
+    percentile. Agreement between the ways is "within noise" when it sits inside these spreads."""
+    import numpy as np
+
+    frame = _repetitions(log_path)
+    if frame is None:
+        return None
     table = frame.pivot_table(index=["key", "choice"], columns="rep", values="feedback")
     if 1 not in table.columns:
         return None

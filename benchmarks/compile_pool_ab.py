@@ -25,7 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks._results import publish  # noqa: E402
-from benchmarks.collect_throughput import compare, per_choice_medians, repetition_spread  # noqa: E402
+from benchmarks.collect_throughput import (  # noqa: E402
+    compare, per_choice_medians, repetition_spread, repetition_times)
 from torchgen_ah.benchmark_runner import BenchmarkRunner  # noqa: E402
 
 PARTS = (("decode", "decoding GEMMs (default's candidates)"),
@@ -77,22 +78,6 @@ def arm_part(folder: str, part: str) -> dict | None:
             "seconds": batch_seconds(records), "medians": per_choice_medians(log)[0],
             "rep2": repetition_times(log, 1),
             "spread": repetition_spread(log), "compile_threads": ", ".join(threads) or "not recorded"}
-
-
-def repetition_times(log_path: str, rep: int) -> dict:
-    """{input key: {choice: time}} of one logged repetition (0-based): the times a slow first repetition
-    leaves out, for comparing an arm against the other arm's repetition 2 alone."""
-    from torchgen_ah.ah_log import input_keys, read_log
-
-    if not os.path.exists(log_path):
-        return {}
-    log = read_log(log_path)
-    frame = log.frame.assign(key=input_keys(log.frame, log.metadata))
-    frame = frame[frame.groupby(["key", "choice"]).cumcount() == rep]
-    out: dict = {}
-    for key, choice, value in zip(frame["key"], frame["choice"], frame["feedback"]):
-        out.setdefault(key, {})[choice] = value
-    return out
 
 
 def _range(stats) -> str:

@@ -243,7 +243,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         # ranks on this host
         workers = self.worker_count(args) * distributed.rank_info().local_world_size
         env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, usable_cores() // workers))
-        if device != "cpu" and getattr(args, "compile_pool", "in-process") == "in-process":
+        if compiles_in_process(args, device):
             env["TORCH_WARM_POOL"] = "0"  # no subprocess pool started at import, only to go unused
         return env
 
@@ -627,6 +627,12 @@ def compile_pool_info(inductor_config) -> dict:
             "precompile_threads": precompile}
 
 
+def compiles_in_process(args, device: str) -> bool:
+    """Whether this worker compiles its candidates in its own threads (``--compile-pool in-process``, GPU
+    workers only): the one test behind both the worker's environment and its Inductor config."""
+    return device != "cpu" and getattr(args, "compile_pool", "in-process") == "in-process"
+
+
 def apply_compile_pool(inductor_config, args, device: str) -> None:
     """``--compile-pool in-process`` (the default): GPU candidates compile in the worker's own threads, not
     Inductor's subprocess pool.
@@ -639,7 +645,7 @@ def apply_compile_pool(inductor_config, args, device: str) -> None:
     is what every worker's first batches did before the pool came up (H200 logs, docs/datagen.md). CPU
     workers keep Inductor's setting: the pool serves Triton only, and it would make their C++ compile
     serial."""
-    if device != "cpu" and getattr(args, "compile_pool", "in-process") == "in-process":
+    if compiles_in_process(args, device):
         _set_config(inductor_config, "compile_threads", 1)
 
 
