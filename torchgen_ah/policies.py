@@ -182,14 +182,15 @@ def builtin_ah_policy(metadata: dict) -> Policy:
 
 
 def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | None = None,
-                alone: bool = False) -> Policy:
+                alone: bool = False, package: bool = True) -> Policy:
     """Our heuristic exactly as the plugin's USE policy runs it: ``ah_plugin.ranking.RankingPolicy``
     (artifact chosen by ``artifact_loader`` for the table's device metadata, top-k or adaptive k,
     aten kept, at least 2 choices) on an ``AutotuneRequest`` built from the table. When it has no
     opinion (no artifact fits, it ranks none of the candidates) Inductor's default set is used.
 
     k: an int, or "adaptive". ``alone``: the top k without aten and with no minimum (``ours_top1`` with
-    k=1: one choice, nothing benchmarked).
+    k=1: one choice, nothing benchmarked). ``package``: also the installed package's artifacts (False:
+    ``artifact_dir`` alone, to compare artifact sets).
     """
     import warnings
 
@@ -201,7 +202,7 @@ def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | 
         options = UseOptions(adaptive=True, **extra)
     else:
         options = UseOptions(top_k=int(k), **extra)
-    use = RankingPolicy(options=options, artifact_dir=artifact_dir)
+    use = RankingPolicy(options=options, artifact_dir=artifact_dir, package=package)
     label = name or ("ours_adaptive" if k == ADAPTIVE else f"ours_top{k}" if alone else f"ours_k{k}")
     op_name = metadata.get("name", "mm")
 
