@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import shutil
 import sys
 from pathlib import Path
 
@@ -50,6 +49,13 @@ def _rewrite(src: Path, dst: Path, keep=None, scale_held: float | None = None, s
     write_log(dst, log.metadata, frame)
 
 
+def _every_other_input(keys: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Half of a log's inputs (every other key in file order), held-out and training alike: the
+    properties tested here hold for any subset, and the trainings take half the time."""
+    order = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    return np.array([order[k] % 2 == 0 for k in keys])
+
+
 def _strip_comments(path: str) -> str:
     return "".join(line for line in open(path) if not line.startswith("#"))
 
@@ -63,7 +69,7 @@ def test_heldout_inputs_never_reach_the_artifact(tmp_path):
         data = tmp_path / label / "data"
         data.mkdir(parents=True)
         for name in (MAIN, TIMM):
-            _rewrite(H200 / name, data / name, **kw)
+            _rewrite(H200 / name, data / name, keep=_every_other_input, **kw)
         main_path, real = hq.find_files(str(data))
         assert Path(main_path).name == MAIN and [Path(p).name for p in real] == [TIMM]
         main = hq.load_file(main_path, "h200_mm", default_only=False)
@@ -86,7 +92,7 @@ def test_table_scores_three_rankers_on_one_table(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     for name in (MAIN, TIMM):
-        shutil.copy(H200 / name, data / name)
+        _rewrite(H200 / name, data / name, keep=_every_other_input)
     results = (ROOT / "benchmarks" / "RESULTS.md").read_text()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
