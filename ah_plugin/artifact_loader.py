@@ -131,7 +131,8 @@ def _warn_file(path: str, message: str) -> None:
     warnings.warn(f"ah_plugin: skipping artifact {path}: {message}", RuntimeWarning, stacklevel=3)
 
 
-def _artifact_files(directory: str) -> list[str]:
+def artifact_files(directory: str) -> list[str]:
+    """The files of ``directory`` that are read as artifacts (``_NAME.py``), sorted; none if unreadable."""
     try:
         names = sorted(os.listdir(directory))
     except OSError:
@@ -203,7 +204,7 @@ def load_artifacts(dirs: tuple[tuple[str, str], ...] | None = None) -> tuple[Loa
         names_seen: set[str] = set()
         for source, directory in dirs:
             from_this_dir = []
-            for path in _artifact_files(directory):
+            for path in artifact_files(directory):
                 for artifact in _load_file(path, source):
                     if artifact.name not in names_seen:  # else hidden by a user artifact of that name
                         from_this_dir.append(artifact)

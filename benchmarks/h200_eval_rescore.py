@@ -96,10 +96,10 @@ def artifact_sets(package_dir: str, trained: str, out_dir: str) -> dict[str, str
     dirs = {PACKAGED: os.path.join(out_dir, "packaged"), H200: os.path.join(out_dir, "with_h200")}
     for folder in dirs.values():
         os.makedirs(folder)
-    for name in sorted(os.listdir(package_dir)):
-        if name.startswith("_") and not name.startswith("__") and name.endswith(".py") and name != shipped:
+    for path in artifact_loader.artifact_files(package_dir):
+        if os.path.basename(path) != shipped:
             for folder in dirs.values():
-                shutil.copy(os.path.join(package_dir, name), folder)
+                shutil.copy(path, folder)
     shutil.copy(trained, os.path.join(dirs[H200], shipped))
     return dirs
 
@@ -203,9 +203,9 @@ def run(run_dir: str, data_dir: str, shapes_path: str = DEFAULT_SHAPES,
         path, train_cmd, train_keys = train_all(data_dir, os.path.join(tmp, "trained"))
         shipped_text, shipped_ok = shipped_status(package_dir, path)
         per_input = score(table, artifact_sets(package_dir, path, tmp))
-    chosen = per_input.groupby("ranker")["artifact"].first()
-    if chosen[PACKAGED].startswith(hq.H200_NAME + " ") or not chosen[H200].startswith(hq.H200_NAME + " "):
-        raise SystemExit(f"h200_eval_rescore: the rankers are {dict(chosen)}: the baseline must be the package "
+    artifacts = per_input.groupby("ranker")["artifact"].first().to_dict()
+    if artifacts[PACKAGED].startswith(hq.H200_NAME + " ") or not artifacts[H200].startswith(hq.H200_NAME + " "):
+        raise SystemExit(f"h200_eval_rescore: the rankers are {artifacts}: the baseline must be the package "
                          f"without {hq.H200_NAME}, the other {hq.H200_NAME} (is another artifact defining it?)")
     seen = per_input["input"].isin(train_keys)
     unseen = per_input[~seen]
@@ -213,7 +213,6 @@ def run(run_dir: str, data_dir: str, shapes_path: str = DEFAULT_SHAPES,
     text, ok = verdict(per_input)
     n_inputs = per_input["input"].nunique()
     n_seen = per_input.loc[seen, "input"].nunique()
-    artifacts = per_input.groupby("ranker")["artifact"].first().to_dict()
     command = "python benchmarks/h200_eval_rescore.py" + (" " + shlex.join(argv) if argv else "")
     body = "\n".join([
         "## MMRankingH200 on the H200 evaluation run (ship check, issue 5)", "",
