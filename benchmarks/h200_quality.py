@@ -16,7 +16,7 @@ that never trained on it; pooled per file, for all files, and for the inputs who
 
     python benchmarks/h200_quality.py [--datasets datasets/h200] [--out-dir DIR] [--no-write] [--no-rotation]
 
-Files: the main file is the one ``*_mm.txt`` that is not a real-model file; real-model files are
+Files (plain, or gzip-compressed ``.gz``): the main file is the one ``*_mm.txt`` that is not a real-model file; real-model files are
 ``*_train_mm.txt`` / ``*_infer_mm.txt`` (upstream's names) / ``*_decode_mm.txt``. Real-model files are collected with default
 max-autotune's choices only (``torchgen_ah.model_shapes --search-space default``, their documented
 provenance), so there default's set is every measured choice; the main file's log does not record which
@@ -53,6 +53,7 @@ from torchgen_ah.ranker_scoring import (  # noqa: E402
     paired_ratio_interval,
     score_ranker,
 )
+from torchgen_ah.log_files import is_compressed, plain_name  # noqa: E402
 from torchgen_ah.train_decision import SPARSE_GRID, TimingTable, gmean  # noqa: E402
 
 K = 10
@@ -93,18 +94,22 @@ def find_files(data_dir: str) -> tuple[str, list[str]]:
         names = sorted(os.listdir(data_dir))
     except OSError as exc:
         raise SystemExit(f"h200_quality: cannot list {data_dir}: {exc}") from exc
-    logs = [n for n in names if n.endswith("_mm.txt")]
-    real = [n for n in logs if any(fnmatch.fnmatch(n, p) for p in REAL_MODEL_PATTERNS)]
+    logs = [n for n in names if plain_name(n).endswith("_mm.txt")]
+    both = sorted({plain_name(n) for n in logs if is_compressed(n)} & set(logs))
+    if both:
+        raise SystemExit(f"h200_quality: {data_dir}: {', '.join(both)} is there both plain and compressed; "
+                         "keep one")
+    real = [n for n in logs if any(fnmatch.fnmatch(plain_name(n), p) for p in REAL_MODEL_PATTERNS)]
     main = [n for n in logs if n not in real]
     if len(main) != 1:
-        raise SystemExit(f"h200_quality: {data_dir}: expected exactly one main *_mm.txt log besides "
+        raise SystemExit(f"h200_quality: {data_dir}: expected exactly one main *_mm.txt(.gz) log besides "
                          f"{', '.join(REAL_MODEL_PATTERNS)}, found {main or 'none'}")
     return os.path.join(data_dir, main[0]), [os.path.join(data_dir, n) for n in real]
 
 
 def extra_name(path: str) -> str:
-    """``h200_timm_train_mm.txt`` -> ``train_timm`` (the names our H100 regeneration uses)."""
-    stem = os.path.basename(path)[: -len("_mm.txt")]
+    """``h200_timm_train_mm.txt(.gz)`` -> ``train_timm`` (the names our H100 regeneration uses)."""
+    stem = os.path.basename(plain_name(path))[: -len("_mm.txt")]
     parts = stem.split("_")
     return f"{parts[-1]}_{parts[-2]}" if len(parts) >= 3 else stem
 

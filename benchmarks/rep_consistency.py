@@ -9,7 +9,7 @@ Per input with two repetitions of at least two choices: the regret of repetition
 repetition 2's times (1.0: same kernel, or one as fast), and the spread of the per-choice ratio
 rep 1 / rep 2 (90th / 10th percentile), split by the input's best time (tiny kernels are noisier).
 
-    python benchmarks/rep_consistency.py datasets/h200/h200_mm.txt --part "one worker per GPU=0:5802" \\
+    python benchmarks/rep_consistency.py datasets/h200/h200_mm.txt.gz --part "one worker per GPU=0:5802" \\
         --part "two workers per GPU=5802:" --write
 
 ``--part LABEL=START:END`` scores the rows START..END-1 of the log (0-based data rows, as read; a part

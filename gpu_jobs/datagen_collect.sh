@@ -2,8 +2,9 @@
 # H200 collection batch: random mm inputs through the plugin's collector, two warm workers per GPU taking turns on it (WORKERS_PER_GPU), BATCH_SIZE
 # inputs (same dtype/TF32) per compiled graph (a failed batch is retried input by input).
 # Stops starting inputs after MINUTES and leaves a valid, resumable log in $OUT (copy it into datasets/h200/).
-# Resumes: if datasets/h200/h200_mm.txt (and its .progress.jsonl journal) exist, they are copied into $OUT
-# first, so the next batch skips inputs already done there. Expected wall time: MINUTES + STOP_GRACE/60 + ~1
+# Resumes: if datasets/h200/h200_mm.txt.gz (or a plain h200_mm.txt) and its journal h200_mm.txt.progress.jsonl
+# exist, they are copied into $OUT first (decompressed), so the next batch skips inputs already done there.
+# RESUME_FROM=none starts a fresh log (inputs from a new --first-sample range, merged in afterwards). Expected wall time: MINUTES + STOP_GRACE/60 + ~1
 # minute (in-flight batches get STOP_GRACE seconds to finish; a batch cut off there leaves no rows).
 #
 #   MINUTES=8 NUM_SAMPLES=2000 SEED=0 FIRST_SAMPLE=0 BATCH_SIZE=8 bash gpu_jobs/datagen_collect.sh
@@ -24,15 +25,13 @@ WORKERS_PER_GPU="${WORKERS_PER_GPU:-2}"   # two workers per GPU taking turns, 1.
 COST_ARGS=""; [ -n "$MAX_EST_MS" ] && COST_ARGS="--max-estimated-ms $MAX_EST_MS"
 NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
 [ "$NUM_GPUS" -ge 1 ] || NUM_GPUS=1
-RESUME_FROM="${RESUME_FROM:-datasets/h200/h200_mm.txt}"
+RESUME_FROM="${RESUME_FROM:-datasets/h200/h200_mm.txt.gz}"
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}."
 
 mkdir -p "$OUT"
 LOG="$OUT/h200_mm.txt"
-if [ -f "$RESUME_FROM" ] && [ ! -f "$LOG" ]; then
-  cp "$RESUME_FROM" "$LOG"
-  [ -f "$RESUME_FROM.progress.jsonl" ] && cp "$RESUME_FROM.progress.jsonl" "$LOG.progress.jsonl"
-fi
+. "$(dirname "$0")/resume_lib.sh"
+resume_copy "$RESUME_FROM" "$LOG"
 python3 -c 'import torch, triton, json, sys; print(json.dumps({"python": sys.version.split()[0], "torch": torch.__version__, "triton": triton.__version__, "gpu": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}))' > "$OUT/environment.json" || true
 date -u +%Y-%m-%dT%H:%M:%SZ > "$OUT/started_utc.txt"
 

@@ -12,8 +12,9 @@
 # of the SUITES x MODES pairs that have cases (MODES defaults to train,decode here: every inference GEMM is
 # also a training one). A list that is missing is made here first with torchgen_ah.model_gemms (seconds; a
 # case that cannot run on meta runs eagerly on the GPU). Each list's log resumes from RESUME_DIR: its rows
-# there (GEMMs already logged are skipped, by key) and its journal are copied into $OUT first, so the
-# returned log is the whole file: copy it (and its journal) over the one in datasets/h200/ (docs/datagen.md).
+# there (GEMMs already logged are skipped, by key; a committed .gz is decompressed) and its journal are
+# copied into $OUT first, so the returned log is the whole file: compress it over the one in datasets/h200/
+# with `python -m torchgen_ah.merge_data datasets/h200/NAME.gz NAME` and copy its journal (docs/datagen.md).
 set -euo pipefail
 : "${OUT:?set OUT to the output folder}"
 MINUTES="${MINUTES:-8}"
@@ -24,6 +25,7 @@ NUM_GPUS="${NUM_GPUS:-$( (nvidia-smi -L 2>/dev/null || true) | wc -l)}"
 [ "$NUM_GPUS" -ge 1 ] || NUM_GPUS=1
 RESUME_DIR="${RESUME_DIR:-datasets/h200}"
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}."
+. "$(dirname "$0")/resume_lib.sh"
 
 mkdir -p "$OUT"
 python3 -c 'import torch, triton, timm, transformers, json; print(json.dumps({"torch": torch.__version__, "triton": triton.__version__, "timm": timm.__version__, "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name(0)}))' > "$OUT/environment_models.json" || true
@@ -57,9 +59,7 @@ print(' '.join(sorted({c['suite'] + '_' + c['mode'] for c in all_cases(tuple(sys
     [ -f "$list" ] || { echo "no GEMM list $list (see $OUT/gemms_list.txt)"; continue; }
     name=$(basename "${list%_gemms.csv}")_mm.txt
     log="$OUT/$name"
-    for f in "$RESUME_DIR/$name" "$RESUME_DIR/$name.progress.jsonl"; do
-      [ -f "$f" ] && [ ! -f "$OUT/$(basename "$f")" ] && cp "$f" "$OUT/"
-    done
+    resume_copy "$RESUME_DIR/$name" "$log"
     python3 -m torchgen_ah.mm.gen_data_mm --shapes "$list" -o "$log" --num-reps 2 --search-space default \
       --batch-size 2 --num-gpus "$NUM_GPUS" --workers-per-gpu 2 \
       --timeout-per-sample 120 --max-minutes "$share" --stop-grace-seconds 20 --no-progress \
@@ -70,9 +70,11 @@ print(' '.join(sorted({c['suite'] + '_' + c['mode'] for c in all_cases(tuple(sys
   ls -la "$OUT"
   exit 0
 fi
-for f in "$RESUME_DIR"/h200_timm_*_mm.txt "$RESUME_DIR"/h200_hf_*_mm.txt "$RESUME_DIR"/h200.progress.jsonl; do
-  [ -f "$f" ] && [ ! -f "$OUT/$(basename "$f")" ] && cp "$f" "$OUT/"
+for f in "$RESUME_DIR"/h200_timm_*_mm.txt* "$RESUME_DIR"/h200_hf_*_mm.txt*; do
+  case "$f" in *.progress.jsonl) continue ;; esac
+  [ -f "$f" ] && resume_copy "$f" "$OUT/$(basename "${f%.gz}")"
 done
+[ -f "$RESUME_DIR/h200.progress.jsonl" ] && [ ! -f "$OUT/h200.progress.jsonl" ] && cp "$RESUME_DIR/h200.progress.jsonl" "$OUT/"
 python3 -m torchgen_ah.model_shapes -o "$OUT/h200" --suites "$SUITES" --modes "$MODES" \
   --num-gpus "$NUM_GPUS" --timeout-per-sample "$TIMEOUT" --max-minutes "$MINUTES" --stop-grace-seconds 20 \
   --no-progress 2>&1 | tail -n 200 > "$OUT/models_stderr.txt"

@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import compile_pool_ab as ab  # noqa: E402
 from torchgen_ah.ah_log import read_log, write_log  # noqa: E402
 
-SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt"
+SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.gz"
+JOURNAL = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.progress.jsonl"  # named after the plain log
 
 
 def _arm(folder: Path, scale: float, seconds: float | None, parts=("decode", "random"),
@@ -34,7 +35,7 @@ def _arm(folder: Path, scale: float, seconds: float | None, parts=("decode", "ra
     groups = frame.groupby(list(frame.columns.drop("feedback")), sort=False)
     first = groups.cumcount() == 0
     frame["feedback"] = groups["feedback"].transform("last") * scale * first.map({True: rep1_scale, False: 1.0})
-    journal = [json.loads(line) for line in open(f"{SOURCE}.progress.jsonl") if line.strip()]
+    journal = [json.loads(line) for line in open(JOURNAL) if line.strip()]
     for part in parts:
         write_log(folder / f"{part}.txt", log.metadata, frame)
         (folder / f"{part}.txt.progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in journal))

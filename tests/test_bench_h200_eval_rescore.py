@@ -31,7 +31,7 @@ def _digest(folder: Path) -> str:
 
 
 def test_rescore_scores_both_rankers_on_one_table_and_leaves_the_run_alone():
-    if not (RUN.exists() and (DATA / "h200_mm.txt").exists()):
+    if not (RUN.exists() and (DATA / "h200_mm.txt.gz").exists()):
         pytest.skip("committed H200 run or data absent")
     before = _digest(RUN)
     body, ok, det = rs.run(str(RUN), str(DATA), argv=["--no-write"])
@@ -51,7 +51,7 @@ def test_rescore_scores_both_rankers_on_one_table_and_leaves_the_run_alone():
 
     # overlap with the training data, counted again from the logs themselves
     keys = set()
-    for log_path in DATA.glob("*_mm.txt"):
+    for log_path in DATA.glob("*_mm.txt.gz"):
         log = read_log(log_path)
         keys |= set(input_keys(log.frame, log.metadata))
     overlap = len(set(det["table"].inputs()) & keys)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import multigpu_collect as mc  # noqa: E402
 from torchgen_ah.ah_log import input_keys, read_log, write_log  # noqa: E402
 
-SOURCE = ROOT / "datasets" / "h200" / "h200_mm.txt"
+SOURCE = ROOT / "datasets" / "h200" / "h200_mm.txt.gz"
 
 
 def _runs(tmp_path: Path, scale: float, metadata_change: dict | None = None):

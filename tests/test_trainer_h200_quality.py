@@ -21,8 +21,8 @@ from torchgen_ah.heldout import is_heldout  # noqa: E402
 from torchgen_ah.ranker_scoring import orders_from_rankings, paired_ratio_interval, score_ranker  # noqa: E402
 
 H200 = ROOT / "datasets" / "h200"
-MAIN = "h200_mm.txt"
-TIMM = "h200_timm_train_mm.txt"
+MAIN = "h200_mm.txt.gz"  # committed compressed: the copies below are written compressed too
+TIMM = "h200_timm_train_mm.txt.gz"
 RANKERS = ("ours MMRankingH200", "ours MMRankingH100 (regenerated)", "torch shipped MMRankingH100")
 
 

@@ -4,7 +4,8 @@ Reading is vectorised: line boundaries and field counts come from numpy over the
 pandas' C parser, and validation from column operations, so the three official A100 files (~105 MB) parse
 in seconds. A malformed row never stops a read: it is skipped, recorded in ``AHLog.skipped`` with its
 1-based line number, and reported in one warning per file. A file whose metadata line or header is
-unusable raises ``AHLogError`` naming the file and line.
+unusable raises ``AHLogError`` naming the file and line. A ``.gz`` file is read through gzip
+(``torchgen_ah.log_files``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ah_plugin.log_format import (
     atomic_log_file,
     parse_metadata,
 )
+from torchgen_ah.log_files import read_log_bytes, written_as_text
 
 # frame.attrs key holding the original text of numerical columns whose values do not print back the
 # same way (e.g. "1.50", "007"); input_keys uses it so held-out hashes see the file's own text.
@@ -167,10 +169,10 @@ def _float_column(text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def read_log(path, warn: bool = True) -> AHLog:
-    """Parse one log. Raises AHLogError for unusable metadata/header; skips malformed rows."""
+    """Parse one log (plain, or gzip by a ``.gz`` suffix). Raises AHLogError for unusable metadata/header;
+    skips malformed rows."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        buf = f.read()
+    buf = read_log_bytes(path)
     metadata, columns, body_start = _split_head(buf, path)
     body = buf[body_start:]
     del buf
@@ -291,7 +293,8 @@ def input_keys(frame: pd.DataFrame, metadata: dict) -> pd.Series:
 
 
 def write_log(path, metadata: dict, frame: pd.DataFrame) -> None:
-    """Write ``frame`` as a log (metadata, header, rows), atomically (temp file + rename).
+    """Write ``frame`` as a log (metadata, header, rows), atomically (temp file + rename); gzip-compressed
+    when ``path`` ends in ``.gz``.
 
     Columns are written in the frame's order (all features, choice and feedback are required; others are
     dropped); numerical text kept by ``read_log`` is written back unchanged, so a read/write round trip
@@ -310,5 +313,5 @@ def write_log(path, metadata: dict, frame: pd.DataFrame) -> None:
             for name in columns
         }
     )
-    with atomic_log_file(path, metadata, columns) as f:
+    with written_as_text(path) as text_path, atomic_log_file(text_path, metadata, columns) as f:
         out.to_csv(f, header=False, index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")

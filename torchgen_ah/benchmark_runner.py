@@ -43,6 +43,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from torchgen_ah import distributed
+from torchgen_ah.log_files import refuse_compressed_output
 
 STATUS_OK = "ok"
 FAILURE_KINDS = ("error", "oom", "compile_error", "timeout", "crash")
@@ -174,6 +175,10 @@ class BenchmarkRunner:
             args.batch_size = self.default_batch_size
         if args.batch_size < 1:
             self.parser.error("--batch-size must be >= 1")
+        try:
+            refuse_compressed_output(args.output)
+        except ValueError as exc:
+            self.parser.error(str(exc))
         return args
 
     # --- hooks for subclasses --------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 Logs from different devices or operations must never be mixed silently, so inputs whose metadata differ
 are refused (exit code 2) with the differing keys and the files that disagree. Rows are streamed line by
-line (no pandas, constant memory); malformed rows are skipped with a warning naming file and line, and
+line (no pandas; a plain input in constant memory, a .gz one decompressed whole); malformed rows are skipped with a warning naming file and line, and
 counted in the summary. Rows from a file whose header lists the same columns in another order are
-rewritten into the first file's order.
+rewritten into the first file's order. Inputs and output may be gzip-compressed (``.gz``), so
+``merge_data DATA.txt.gz DATA.txt.gz NEW.txt`` grows a committed compressed dataset in place.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ah_plugin.log_format import (
     atomic_log_file,
     parse_metadata,
 )
+from torchgen_ah.log_files import open_log_text, written_as_text
 
 _WARN_FIRST = 5
 
@@ -31,7 +33,7 @@ class MergeError(Exception):
 
 
 def _read_head(path: str) -> tuple[dict, list[str]]:
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+    with open_log_text(path) as f:
         first = f.readline()
         metadata = parse_metadata(first, path, 1)
         header = f.readline().rstrip("\r\n")
@@ -102,23 +104,32 @@ def _row_problem(fields: list[str], columns: list[str], numerical_idx: list[int]
 
 
 def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
-    """Merge ``inputs`` into ``out`` (written atomically). Returns (rows written, rows skipped)."""
+    """Merge ``inputs`` into ``out``. Returns (rows written, rows skipped).
+
+    ``out`` is replaced only once every input is read, so it may also be an input: listed first, the
+    merge appends the others to it.
+    """
     if not inputs:
         raise MergeError("no input files given")
     heads = []
     for path in inputs:
         if not os.path.isfile(path):
             raise MergeError(f"{path}: no such file")
-        if os.path.exists(out) and os.path.samefile(out, path):
-            raise MergeError(f"{out}: output is also an input")
         heads.append((path, *_read_head(path)))
     check_same_metadata([(path, metadata) for path, metadata, _ in heads])
     metadata, columns = heads[0][1], heads[0][2]
+    with written_as_text(out) as text_out:
+        total_rows, total_skipped = _write_rows(text_out, heads, metadata, columns, log)
+    log(f"wrote {out}: {total_rows:,} rows from {len(inputs)} file(s), {total_skipped:,} skipped")
+    return total_rows, total_skipped
+
+
+def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
+    """Stream every input's good rows into ``out`` (atomically), in ``columns`` order."""
     numerical = set(metadata["numerical_features"])
     numerical_idx = [i for i, c in enumerate(columns) if c in numerical]
     choice_idx, fb_idx = columns.index(CHOICE_COLUMN), columns.index(FEEDBACK_COLUMN)
     n = len(columns)
-
     total_rows = total_skipped = 0
     with atomic_log_file(out, metadata, columns) as dst:
         for path, _, their_columns in heads:
@@ -126,7 +137,7 @@ def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
             if their_columns != columns:
                 order = [their_columns.index(c) for c in columns]
             rows, skipped = 0, []
-            with open(path, encoding="utf-8", errors="replace", newline="") as src:
+            with open_log_text(path) as src:
                 src.readline()
                 src.readline()
                 for lineno, line in enumerate(src, start=3):
@@ -149,7 +160,6 @@ def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
             log(f"{path}: {rows:,} rows, {len(skipped):,} skipped")
             total_rows += rows
             total_skipped += len(skipped)
-    log(f"wrote {out}: {total_rows:,} rows from {len(inputs)} file(s), {total_skipped:,} skipped")
     return total_rows, total_skipped
 
 
@@ -158,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m torchgen_ah.merge_data",
         description="Concatenate AutoHeuristic logs that share the same metadata.",
     )
-    parser.add_argument("out", help="merged log to write (replaced if it exists)")
-    parser.add_argument("inputs", nargs="+", help="logs to merge, in order")
+    parser.add_argument("out", help="merged log to write (replaced if it exists; gzip-compressed when it "
+                                    "ends in .gz)")
+    parser.add_argument("inputs", nargs="+", help="logs to merge, in order (plain, or .gz)")
     args = parser.parse_args(argv)
     warnings.simplefilter("always")
     try:
