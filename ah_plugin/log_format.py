@@ -245,6 +245,13 @@ def append_rows(path, metadata: dict, lines: list[str], columns: list[str] | Non
     path = os.fspath(path)
     if not lines:
         return path
+    if path.endswith(".gz"):  # rows are plain text: appended to a gzip file they would make it unreadable
+        plain = path[: -len(".gz")]
+        if (path, plain) not in _warned_siblings:
+            _warned_siblings.add((path, plain))
+            warnings.warn(f"{path}: a collector appends plain text and cannot write gzip; writing these rows "
+                          f"to {plain} instead", stacklevel=2)
+        path = plain
     ours = list(columns) if columns is not None else header_columns(metadata)
     ext = os.path.splitext(path)[1]
     fallbacks = [sibling_log_path(path, metadata)]

@@ -440,7 +440,7 @@ def run(data_dir: str, out_dir: str | None, verbose: bool = False,
         argv: list[str] | None = None, rotate: bool = True) -> tuple[str, bool | None, dict]:
     """Everything but writing RESULTS.md: (markdown body, verdict or None, details for tests)."""
     main_path, real_paths = find_files(data_dir)
-    main = load_file(main_path, os.path.basename(main_path)[: -len(".txt")], default_only=False)
+    main = load_file(main_path, os.path.basename(plain_name(main_path))[: -len(".txt")], default_only=False)
     extras = [load_file(p, extra_name(p), default_only=True) for p in real_paths]
     files = [main] + extras
     for e in extras:

@@ -70,8 +70,8 @@ print(' '.join(sorted({c['suite'] + '_' + c['mode'] for c in all_cases(tuple(sys
   ls -la "$OUT"
   exit 0
 fi
-for f in "$RESUME_DIR"/h200_timm_*_mm.txt* "$RESUME_DIR"/h200_hf_*_mm.txt*; do
-  case "$f" in *.progress.jsonl) continue ;; esac
+for f in "$RESUME_DIR"/h200_timm_*_mm.txt "$RESUME_DIR"/h200_timm_*_mm.txt.gz "$RESUME_DIR"/h200_hf_*_mm.txt \
+         "$RESUME_DIR"/h200_hf_*_mm.txt.gz; do
   [ -f "$f" ] && resume_copy "$f" "$OUT/$(basename "${f%.gz}")"
 done
 [ -f "$RESUME_DIR/h200.progress.jsonl" ] && [ ! -f "$OUT/h200.progress.jsonl" ] && cp "$RESUME_DIR/h200.progress.jsonl" "$OUT/"

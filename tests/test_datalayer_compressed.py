@@ -72,22 +72,63 @@ def test_merge_grows_a_compressed_file_in_place(plain, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data_mm.txt.gz", "decode_mm.txt", "new.txt", "old.txt"]
 
 
-def test_a_cut_short_file_keeps_the_rows_before_the_cut(plain, tmp_path):
+def test_a_cut_short_file_keeps_the_whole_rows_before_the_cut(plain, tmp_path):
+    """Wherever the cut falls (inside a number too, where a torn row would still parse), the rows read are
+    the file's own whole rows, in order; merge_data refuses the file rather than make the loss permanent."""
     whole = tmp_path / "whole_mm.txt.gz"
     assert _merge(str(whole), str(plain)).returncode == 0
-    cut = tmp_path / "cut_mm.txt.gz"
-    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        part = read_log(cut)
-    messages = " ".join(str(w.message) for w in caught)
-    assert f"{cut}: compressed data ends early" in messages
     full = read_log(plain).frame
-    assert 0 < len(part.frame) < len(full)
-    # every row read is the file's own row, in order; the torn last line is skipped, not misread
-    pd.testing.assert_frame_equal(part.frame.reset_index(drop=True),
-                                  full.iloc[: len(part.frame)].reset_index(drop=True))
-    assert len(part.skipped) <= 1
+    raw = whole.read_bytes()
+    cut = tmp_path / "cut_mm.txt.gz"
+    for size in range(len(raw) // 10, len(raw) - 50, len(raw) // 23):
+        cut.write_bytes(raw[:size])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            part = read_log(cut)
+        assert f"{cut}: compressed data ends early" in " ".join(str(w.message) for w in caught)
+        assert 0 < len(part.frame) < len(full) and not part.skipped, size
+        pd.testing.assert_frame_equal(part.frame.reset_index(drop=True),
+                                      full.iloc[: len(part.frame)].reset_index(drop=True))
+    done = _merge(str(tmp_path / "out_mm.txt"), str(cut))
+    assert done.returncode == 2 and f"{cut}:" in done.stderr and "ends early" in done.stderr
+    assert not (tmp_path / "out_mm.txt").exists()
+
+
+def test_zero_padding_after_the_data_is_ignored(plain, tmp_path):
+    padded = tmp_path / "padded_mm.txt.gz"
+    assert _merge(str(padded), str(plain)).returncode == 0
+    padded.write_bytes(padded.read_bytes() + bytes(512))
+    pd.testing.assert_frame_equal(read_log(padded).frame, read_log(plain).frame)
+
+
+def test_merge_refuses_the_same_measurements_twice(plain, tmp_path):
+    """The trap of growing a file in place: a run that resumed the committed log already holds its rows."""
+    lines = plain.read_text().splitlines(keepends=True)
+    data = tmp_path / "data_mm.txt.gz"
+    old, resumed = tmp_path / "old.txt", tmp_path / "resumed.txt"
+    old.write_text("".join(lines[:1002]))
+    resumed.write_text("".join(lines))  # the old rows, then the new ones
+    assert _merge(str(data), str(old)).returncode == 0
+    before = data.read_bytes()
+    done = _merge(str(data), str(data), str(resumed))
+    assert done.returncode == 2, done.stdout
+    assert f"{resumed}: 1,000 row(s) are already in {data} (first: line 3)" in done.stderr
+    twice = _merge(str(tmp_path / "x.txt"), str(old), str(old))
+    assert twice.returncode == 2 and "listed twice" in twice.stderr
+    assert data.read_bytes() == before and not (tmp_path / "x.txt").exists()
+    assert _merge(str(data), str(resumed)).returncode == 0  # the resumed run's file alone is the whole log
+    assert gzip.decompress(data.read_bytes()).decode() == plain.read_text()
+
+
+def test_a_collector_pointed_at_a_gz_name_appends_to_the_plain_name(plain, tmp_path):
+    from ah_plugin.log_format import append_rows
+
+    log = read_log(plain)
+    rows = plain.read_text().splitlines()[2:5]
+    with pytest.warns(UserWarning, match="cannot write gzip; writing these rows to"):
+        written = append_rows(tmp_path / "c_mm.txt.gz", log.metadata, rows, list(log.frame.columns))
+    assert written == str(tmp_path / "c_mm.txt") and not (tmp_path / "c_mm.txt.gz").exists()
+    assert len(read_log(written).frame) == 3
 
 
 def test_corrupt_data_is_an_error_naming_the_file(plain, tmp_path):
@@ -124,7 +165,8 @@ def test_collection_scripts_resume_from_a_decompressed_copy(plain, tmp_path):
     (committed / "x_mm.txt.progress.jsonl").write_text('{"index": 0, "status": "ok"}\n')
     out = tmp_path / "out"
     out.mkdir()
-    script = (f". {ROOT / 'gpu_jobs' / 'resume_lib.sh'}; resume_copy {committed / 'x_mm.txt'} {out / 'x_mm.txt'}; "
+    lib = ROOT / "gpu_jobs" / "resume_lib.sh"
+    script = (f". {lib}; resume_copy {committed / 'x_mm.txt'} {out / 'x_mm.txt'}; "
               f"resume_copy {committed / 'x_mm.txt.gz'} {out / 'y_mm.txt'}; "
               f"resume_copy {committed / 'absent_mm.txt'} {out / 'z_mm.txt'}")
     subprocess.run(["bash", "-c", script], check=True)
@@ -134,6 +176,12 @@ def test_collection_scripts_resume_from_a_decompressed_copy(plain, tmp_path):
     (out / "x_mm.txt").write_text("resumed in place\n")  # an existing output is never overwritten
     subprocess.run(["bash", "-c", script], check=True)
     assert (out / "x_mm.txt").read_text() == "resumed in place\n"
+    # a plain log named explicitly wins over a .gz beside it (e.g. after `gzip -dk` and more collection)
+    (committed / "x_mm.txt").write_text("newer plain text\n")
+    subprocess.run(["bash", "-c", f". {lib}; resume_copy {committed / 'x_mm.txt'} {out / 'p_mm.txt'}; "
+                                  f"resume_copy {committed / 'x_mm.txt.gz'} {out / 'g_mm.txt'}"], check=True)
+    assert (out / "p_mm.txt").read_text() == "newer plain text\n"
+    assert (out / "g_mm.txt").read_bytes() == plain.read_bytes()
 
 
 def test_quality_benchmark_finds_compressed_files_and_refuses_both_forms(plain, tmp_path):

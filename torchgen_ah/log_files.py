@@ -33,12 +33,14 @@ def plain_name(path) -> str:
     return path[: -len(COMPRESSED_SUFFIX)] if is_compressed(path) else path
 
 
-def read_log_bytes(path) -> bytes:
+def read_log_bytes(path, cut_short: str = "warn") -> bytes:
     """The whole log as bytes, decompressed if needed.
 
-    A compressed file cut short (a copy that stopped) yields the text before the cut with a warning; the
-    torn last line is then a malformed row that the parsers skip. Corrupt gzip data (bad bytes, a failed
-    checksum) is an AHLogError naming the file: text decoded from it could hold wrong numbers.
+    A compressed file cut short (a copy that stopped) yields the whole lines before the cut, with a
+    warning (``cut_short="warn"``), or raises AHLogError (``"error"``: for writers such as merge_data,
+    which would make the loss permanent). The torn line is dropped, never parsed: a number cut inside
+    its digits still reads as a number. Corrupt gzip data (bad bytes, a failed checksum) is an
+    AHLogError naming the file: text decoded from it could hold wrong numbers.
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
@@ -48,6 +50,8 @@ def read_log_bytes(path) -> bytes:
     out = bytearray()
     pos = 0
     while pos < len(raw):  # gzip allows several members back to back (e.g. `cat a.gz b.gz`)
+        if not raw[pos:].strip(b"\0"):
+            break  # zero padding after the last member (tape and block devices add it; gzip ignores it)
         stream = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:
             while not stream.eof and pos < len(raw):
@@ -59,18 +63,36 @@ def read_log_bytes(path) -> bytes:
             raise AHLogError(path, 1, f"not readable as gzip data{where} ({exc}); the file is corrupt, "
                                       "restore it (git checkout, or compress the plain log again)") from None
         if not stream.eof:
-            warnings.warn(f"{path}: compressed data ends early (file cut short); reading the {len(out):,} "
-                          "bytes of text before the cut")
+            whole = out.rfind(b"\n") + 1
+            message = (f"compressed data ends early (file cut short): {whole:,} bytes of whole lines "
+                       "before the cut")
+            if cut_short == "error":
+                raise AHLogError(path, out.count(b"\n", 0, whole) + 1, message)
+            warnings.warn(f"{path}: {message} are read, the torn line after them is dropped")
+            del out[whole:]
             break
         pos -= len(stream.unused_data)
     return bytes(out)
 
 
-def open_log_text(path):
+def read_log_head(path, lines: int = 2) -> list[str]:
+    """The first ``lines`` lines of a log (metadata and header), without reading a compressed file whole."""
+    opener = gzip.open if is_compressed(path) else open
+    head = []
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as f:
+            for _ in range(lines):
+                head.append(f.readline())
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise AHLogError(path, 1, f"not readable as gzip data ({exc})") from None
+    return head
+
+
+def open_log_text(path, cut_short: str = "warn"):
     """A text reader over the log, line by line (universal newlines off: rows end with ``\\n``)."""
     if is_compressed(path):
-        return io.TextIOWrapper(io.BytesIO(read_log_bytes(path)), encoding="utf-8", errors="replace",
-                                newline="")
+        return io.TextIOWrapper(io.BytesIO(read_log_bytes(path, cut_short)), encoding="utf-8",
+                                errors="replace", newline="")
     return open(path, encoding="utf-8", errors="replace", newline="")
 
 

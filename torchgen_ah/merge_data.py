@@ -1,16 +1,19 @@
 """``python -m torchgen_ah.merge_data OUT IN...``: concatenate AutoHeuristic logs into one.
 
 Logs from different devices or operations must never be mixed silently, so inputs whose metadata differ
-are refused (exit code 2) with the differing keys and the files that disagree. Rows are streamed line by
-line (no pandas; a plain input in constant memory, a .gz one decompressed whole); malformed rows are skipped with a warning naming file and line, and
-counted in the summary. Rows from a file whose header lists the same columns in another order are
-rewritten into the first file's order. Inputs and output may be gzip-compressed (``.gz``), so
-``merge_data DATA.txt.gz DATA.txt.gz NEW.txt`` grows a committed compressed dataset in place.
+are refused (exit code 2) with the differing keys and the files that disagree, and so are the same
+measurements twice (a file listed twice, or rows an earlier input already holds). Rows are streamed line
+by line (no pandas; a 16-byte digest per row is kept to catch repeats); malformed rows are skipped with a
+warning naming file and line, and counted in the summary. Rows from a file whose header lists the same
+columns in another order are rewritten into the first file's order. Inputs and output may be
+gzip-compressed (``.gz``), so ``merge_data DATA.txt.gz DATA.txt.gz NEW.txt`` grows a committed
+compressed dataset in place.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import os
 import sys
@@ -23,7 +26,7 @@ from ah_plugin.log_format import (
     atomic_log_file,
     parse_metadata,
 )
-from torchgen_ah.log_files import open_log_text, written_as_text
+from torchgen_ah.log_files import open_log_text, read_log_head, written_as_text
 
 _WARN_FIRST = 5
 
@@ -33,10 +36,9 @@ class MergeError(Exception):
 
 
 def _read_head(path: str) -> tuple[dict, list[str]]:
-    with open_log_text(path) as f:
-        first = f.readline()
-        metadata = parse_metadata(first, path, 1)
-        header = f.readline().rstrip("\r\n")
+    first, header = read_log_head(path)
+    metadata = parse_metadata(first, path, 1)
+    header = header.rstrip("\r\n")
     if not header:
         raise AHLogError(path, 2, "missing CSV header line")
     columns = header.split(",")
@@ -107,7 +109,10 @@ def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
     """Merge ``inputs`` into ``out``. Returns (rows written, rows skipped).
 
     ``out`` is replaced only once every input is read, so it may also be an input: listed first, the
-    merge appends the others to it.
+    merge appends the others to it. Refused (MergeError, nothing written): a file listed twice, a row
+    already in an earlier input (the same measurements merged twice, as when a run that resumed a
+    committed log is merged into that log), and a compressed input cut short (merging it would make the
+    loss permanent).
     """
     if not inputs:
         raise MergeError("no input files given")
@@ -115,6 +120,9 @@ def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
     for path in inputs:
         if not os.path.isfile(path):
             raise MergeError(f"{path}: no such file")
+        for earlier, _, _ in heads:
+            if os.path.samefile(earlier, path):
+                raise MergeError(f"{path}: listed twice (also as {earlier}); its rows would be doubled")
         heads.append((path, *_read_head(path)))
     check_same_metadata([(path, metadata) for path, metadata, _ in heads])
     metadata, columns = heads[0][1], heads[0][2]
@@ -131,13 +139,14 @@ def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
     choice_idx, fb_idx = columns.index(CHOICE_COLUMN), columns.index(FEEDBACK_COLUMN)
     n = len(columns)
     total_rows = total_skipped = 0
+    seen: dict[bytes, str] = {}  # digest of every row written so far -> the input it came from
     with atomic_log_file(out, metadata, columns) as dst:
         for path, _, their_columns in heads:
             order = None
             if their_columns != columns:
                 order = [their_columns.index(c) for c in columns]
-            rows, skipped = 0, []
-            with open_log_text(path) as src:
+            rows, skipped, mine, repeated = 0, [], [], []
+            with open_log_text(path, cut_short="error") as src:
                 src.readline()
                 src.readline()
                 for lineno, line in enumerate(src, start=3):
@@ -151,8 +160,20 @@ def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
                     if problem:
                         skipped.append((lineno, problem))
                         continue
-                    dst.write(line + "\n" if order is None else ",".join(fields) + "\n")
+                    text = line if order is None else ",".join(fields)
+                    digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+                    if digest in seen:
+                        repeated.append((lineno, seen[digest]))
+                    mine.append(digest)
+                    dst.write(text + "\n")
                     rows += 1
+            if repeated:
+                lineno, other = repeated[0]
+                raise MergeError(
+                    f"{path}: {len(repeated):,} row(s) are already in {other} (first: line {lineno}), so the "
+                    "same measurements would be merged twice. A run that resumed a committed log holds that "
+                    "log's rows: merge the run's file alone, or merge a run that started a fresh log")
+            seen.update(dict.fromkeys(mine, path))
             if skipped:
                 named = ", ".join(f"line {ln} ({why})" for ln, why in skipped[:_WARN_FIRST])
                 more = f" and {len(skipped) - _WARN_FIRST} more" if len(skipped) > _WARN_FIRST else ""
