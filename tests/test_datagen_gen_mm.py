@@ -249,9 +249,9 @@ def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_
     """Two real CPU workers with --exclusive-timing (what --workers-per-gpu 2 does on a GPU): operand
     creation, the warm-up's graph run and each logged repetition hold the device lock; the warm-up's
     compile does not. No two held intervals overlap, and every input is logged completely."""
-    shapes = tmp_path / "shapes.csv"
+    shapes = tmp_path / "shapes.csv"  # one input per worker, both started at once
     shapes.write_text("m,k,n,transpose_left,transpose_right,dtype,allow_tf32\n"
-                      "32,64,48,0,0,fp32,0\n16,128,40,0,0,fp32,0\n64,32,24,0,0,fp32,0\n8,96,56,0,0,fp32,0\n")
+                      "32,64,48,0,0,fp32,0\n16,128,40,0,0,fp32,0\n")
     log = tmp_path / "shared.txt"
     cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--device", "cpu", "--shapes", str(shapes),
            "-o", str(log), "--num-reps", "2", "--batch-size", "1", "--no-progress", "--num-workers", "2",
@@ -260,7 +260,7 @@ def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [json.loads(line) for line in open(f"{log}.progress.jsonl") if line.strip()]
-    assert sorted(r["index"] for r in records) == [0, 1, 2, 3] and {r["status"] for r in records} == {"ok"}
+    assert sorted(r["index"] for r in records) == [0, 1] and {r["status"] for r in records} == {"ok"}
     intervals = []
     for record in records:
         info = record["info"]
@@ -276,7 +276,7 @@ def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_
 
     frame = read_log(str(log)).frame
     per_choice = frame.groupby(["in0_size_0", "choice"]).size()
-    assert sorted(set(frame["in0_size_0"])) == [8, 16, 32, 64]
+    assert sorted(set(frame["in0_size_0"])) == [16, 32]
     assert set(per_choice.to_numpy().tolist()) == {2} and (frame["feedback"] != 1.0).all()
 
 
