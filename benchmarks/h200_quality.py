@@ -53,7 +53,7 @@ from torchgen_ah.ranker_scoring import (  # noqa: E402
     paired_ratio_interval,
     score_ranker,
 )
-from torchgen_ah.log_files import is_compressed, plain_name  # noqa: E402
+from torchgen_ah.log_files import is_compressed, log_stem, plain_name  # noqa: E402
 from torchgen_ah.train_decision import SPARSE_GRID, TimingTable, gmean  # noqa: E402
 
 K = 10
@@ -440,7 +440,7 @@ def run(data_dir: str, out_dir: str | None, verbose: bool = False,
         argv: list[str] | None = None, rotate: bool = True) -> tuple[str, bool | None, dict]:
     """Everything but writing RESULTS.md: (markdown body, verdict or None, details for tests)."""
     main_path, real_paths = find_files(data_dir)
-    main = load_file(main_path, os.path.basename(plain_name(main_path))[: -len(".txt")], default_only=False)
+    main = load_file(main_path, log_stem(main_path), default_only=False)
     extras = [load_file(p, extra_name(p), default_only=True) for p in real_paths]
     files = [main] + extras
     for e in extras:

@@ -33,6 +33,11 @@ def plain_name(path) -> str:
     return path[: -len(COMPRESSED_SUFFIX)] if is_compressed(path) else path
 
 
+def log_stem(path) -> str:
+    """``datasets/h200/h200_mm.txt.gz`` -> ``h200_mm``: a log's dataset name, compressed or not."""
+    return os.path.splitext(os.path.basename(plain_name(path)))[0]
+
+
 def read_log_bytes(path, cut_short: str = "warn") -> bytes:
     """The whole log as bytes, decompressed if needed.
 
@@ -50,7 +55,7 @@ def read_log_bytes(path, cut_short: str = "warn") -> bytes:
     out = bytearray()
     pos = 0
     while pos < len(raw):  # gzip allows several members back to back (e.g. `cat a.gz b.gz`)
-        if not raw[pos:].strip(b"\0"):
+        if raw[pos] == 0 and not raw[pos:].strip(b"\0"):
             break  # zero padding after the last member (tape and block devices add it; gzip ignores it)
         stream = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:

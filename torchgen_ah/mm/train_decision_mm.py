@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from torchgen_ah import codegen
 from torchgen_ah.ah_log import feature_columns, input_keys, read_log
 from torchgen_ah.heldout import HOLDOUTS
-from torchgen_ah.log_files import plain_name
+from torchgen_ah.log_files import log_stem
 from torchgen_ah.merge_data import metadata_differences
 from torchgen_ah.train_decision import (
     GRIDS,
@@ -80,7 +80,7 @@ def run(main_path: str, heuristic_name: str, *, ranking: int = 10,
         command: str = "", log=print) -> RunOutput:
     """Train the mm ranking heuristic and write its artifact, report (and DOT)."""
     start = time.perf_counter()
-    main_name = os.path.splitext(os.path.basename(plain_name(main_path)))[0]  # h200_mm.txt(.gz) -> h200_mm
+    main_name = log_stem(main_path)
     main, metadata = load_table(main_path, main_name)
     extras = []
     for name, path in data:
