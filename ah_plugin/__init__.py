@@ -17,6 +17,7 @@ Importing this package is cheap: Inductor is imported only when the plugin is sw
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 
 __version__ = "0.1.0"
@@ -26,39 +27,40 @@ _OURS: dict = {}  # role -> policy this module registered ("collector", "ranking
 
 def _sync_policies() -> None:
     """Register/unregister our own policies to match the effective settings."""
-    from . import inductor_hooks, settings
+    # lazy imports throughout this module: ``import ah_plugin`` (and so ``import torch``) stays cheap
+    from . import registry, settings
 
     current = settings.current()
     wanted = {}
     if current.collect:
         from .collector import default_collector
 
-        wanted["collector"] = (default_collector(), inductor_hooks.POSITION_COLLECTOR)
+        wanted["collector"] = (default_collector(), registry.POSITION_COLLECTOR)
     if current.use:
         from .ranking import default_policy
 
-        wanted["ranking"] = (default_policy(ops=current.use), inductor_hooks.POSITION_HEURISTIC)
+        wanted["ranking"] = (default_policy(ops=current.use_ops), registry.POSITION_HEURISTIC)
     if current.tunable:
         from . import tunable
 
-        wanted["cache"] = (tunable.policy(), inductor_hooks.POSITION_CACHE)
+        wanted["cache"] = (tunable.policy(), registry.POSITION_CACHE)
     for role, policy in list(_OURS.items()):
         if role not in wanted or wanted[role][0] is not policy:
-            inductor_hooks.unregister_policy(policy)
+            registry.unregister_policy(policy)
             del _OURS[role]
     for role, (policy, position) in wanted.items():
         if role not in _OURS:
-            inductor_hooks.register_policy(policy, position)
+            registry.register_policy(policy, position)
             _OURS[role] = policy
 
 
 def activate_from_environment() -> None:
     """What the ``torch.backends`` entry point calls when a plugin variable is set."""
-    from . import inductor_hooks, settings
+    from . import inductor, settings
 
     if not settings.current().active:  # also raises, naming the variable, on a bad value
         return
-    inductor_hooks.install_hooks()
+    inductor.install()
     try:
         _sync_policies()
     except Exception:
@@ -71,13 +73,13 @@ def require_active_from_environment() -> dict:
     benchmarks): switch it on here when ``import torch`` did not (the package is on ``PYTHONPATH`` but not
     installed, so torch found no entry point, and its built-in collector would write the log instead), and
     raise if it is still off. Returns ``status()``. Does nothing when no variable asks for the plugin."""
-    from . import inductor_hooks, settings
+    from . import inductor, settings
 
     if not settings.env_requests_plugin():
         return status()
-    if not inductor_hooks.is_installed():
+    if not inductor.is_installed():
         activate_from_environment()
-    if not inductor_hooks.is_installed():  # pragma: no cover - activation raises first
+    if not inductor.is_installed():  # pragma: no cover - activation raises first
         raise RuntimeError("ah_plugin: the environment asks for the plugin, but it could not be switched on")
     return status()
 
@@ -95,15 +97,19 @@ def install(
     verbose: bool | None = None,
     search_space: str | None = None,
     search_sample: int | None = None,
+    timing: str | None = None,
+    aten_margin: float | None = None,
+    confidence: float | None = None,
 ) -> None:
     """Switch the plugin on for this process.
 
     collect / use: op names ("mm", "addmm", "bmm", "packed_linear") or a comma-separated string.
-    top_k: an integer, or "adaptive" (see docs/use.md; ``top_k_mass`` also switches adaptive k on).
+    top_k: "fast" (the default), an integer, or "adaptive" (see docs/use.md; ``top_k_mass`` also switches
+    adaptive k on). timing: "replay" (CUDA-graph replay, the default) or "per_call" (Inductor's own).
     The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
     wins over the argument. Calling ``install`` again replaces the previous arguments.
     """
-    from . import inductor_hooks, settings
+    from . import inductor, settings
 
     settings.set_api_values(
         collect=collect,
@@ -117,30 +123,33 @@ def install(
         verbose=verbose,
         search_space=search_space,
         search_sample=search_sample,
+        timing=timing,
+        aten_margin=aten_margin,
+        confidence=confidence,
     )
-    inductor_hooks.install_hooks()
+    inductor.install()
     _sync_policies()
 
 
 def uninstall() -> None:
     """Switch the plugin off: every policy unregistered (the results cache's too: ``tunable.enable()``
     registers it again), hooks removed, built-in AutoHeuristic and choices class restored."""
-    from . import inductor_hooks, settings
+    from . import inductor, registry, settings
 
     settings.set_api_values()
-    for policy in inductor_hooks.registered_policies():
-        inductor_hooks.unregister_policy(policy)
+    for policy in registry.registered_policies():
+        registry.unregister_policy(policy)
     _OURS.clear()
-    inductor_hooks.uninstall_hooks()
+    inductor.uninstall()
 
 
 @contextmanager
 def enabled(**kwargs):
     """``install(**kwargs)`` for the ``with`` block; the previous state is restored afterwards."""
-    from . import inductor_hooks, settings
+    from . import inductor, settings
 
     previous = settings.api_values()
-    was_installed = inductor_hooks.is_installed()
+    was_installed = inductor.is_installed()
     install(**kwargs)
     try:
         yield
@@ -154,12 +163,13 @@ def enabled(**kwargs):
 
 def status() -> dict:
     """Whether the hooks are in, the effective settings, the policies asked (in order), collect stats."""
-    from . import inductor_hooks, settings
+    from . import registry, settings
 
+    inductor = sys.modules.get("ah_plugin.inductor")  # not imported: the plugin was never switched on
     out = {
-        "installed": inductor_hooks.is_installed(),
+        "installed": bool(inductor is not None and inductor.is_installed()),
         "settings": settings.current(),
-        "policies": [type(p).__name__ for p in inductor_hooks.registered_policies()],
+        "policies": [type(p).__name__ for p in registry.registered_policies()],
     }
     if "collector" in _OURS:
         out["collect_stats"] = _OURS["collector"].stats

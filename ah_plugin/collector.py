@@ -27,6 +27,7 @@ class CollectStats:
     rows: int = 0
     untimed: int = 0
     inputs_without_timings: int = 0
+    inputs_mixed_timing: int = 0  # left out: candidates timed by two methods (replay and per call)
     files: set = field(default_factory=set)
 
 
@@ -44,7 +45,7 @@ class CollectorPolicy:
 
     @property
     def op_names(self) -> frozenset:
-        return self._ops if self._ops is not None else settings.current().collect
+        return self._ops if self._ops is not None else settings.current().collect_ops
 
     def select(self, request: AutotuneRequest):
         return None
@@ -53,7 +54,7 @@ class CollectorPolicy:
         path = self._log_path or settings.current().log_path
         if path:
             return path.replace("{op}", request.op_name)
-        from .inductor_hooks import default_log_path
+        from .inductor import default_log_path  # lazy: the adapter is installed by the time rows are written
 
         name = str(request.metadata.get("device_name", "cpu"))
         device_type = "cpu" if tuple(request.metadata.get("device_capa", (0, 0))) == (0, 0) else "cuda"
@@ -69,6 +70,9 @@ class CollectorPolicy:
 
     def on_timings(self, request: AutotuneRequest, timings: dict[str, float], untimed: list[str]) -> None:
         if request.op_name not in self.op_names:
+            return
+        if request.metadata.get("timing") == "mixed":  # some candidates fell back to per-call timing
+            self.stats.inputs_mixed_timing += 1
             return
         self.stats.untimed += len(untimed)
         if not timings:

@@ -32,9 +32,6 @@ RESULT_PREFIX = "AH_DEMO_RESULT "
 # variables a mode sets; all removed from the parent's environment first so modes do not leak
 _MODE_VARIABLE_PREFIXES = ("TORCHINDUCTOR_AUTOHEURISTIC_", "AH_PLUGIN_", "AH_TUNABLE_")
 
-# CPU: with only two choices (MKL and the C++ template), pruning means trusting the tree's top choice:
-# keep one, so Inductor benchmarks nothing.
-CPU_USE_ENV = {"AH_PLUGIN_TOP_K": "1", "AH_PLUGIN_MIN_CHOICES": "1", "AH_PLUGIN_KEEP_ATEN": "0"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -52,58 +49,20 @@ def workload(quick: bool, cuda: bool) -> dict:
             "op": "packed_linear", "device": "cpu", "compile_mode": "max-autotune"}
 
 
-def _observe_autotuning(records: list) -> None:
-    """Record, per autotuning, the choices left to benchmark and the ones timed.
-
-    Registered after the plugin's own preprocessing function, so it sees the list after pruning.
-    Ids come from the plugin's id scheme, so they compare with an artifact's ranking.
-    """
-    from torch._inductor import select_algorithm
-
-    from ah_plugin import inductor_hooks
-
-    def offered(choices):
-        try:
-            records.append({"offered": inductor_hooks.caller_ids(choices),
-                            "names": [getattr(c, "name", str(c)) for c in choices], "timed": []})
-        except Exception as exc:  # observation must never change the compile
-            records.append({"offered": [], "names": [], "timed": [], "error": repr(exc)})
-        return choices
-
-    def timed(timings, name, input_nodes, choices, *args, **kwargs):
-        ids = inductor_hooks.caller_ids(list(timings))
-        for record in reversed(records):
-            if not record["timed"] and set(ids) <= set(record["offered"]):
-                record["timed"] = ids
-                record["op"] = name
-                break
-        else:
-            records.append({"offered": ids, "names": [], "timed": ids, "op": name})
-
-    select_algorithm.add_preprocessing_fn(offered)
-    select_algorithm.add_feedback_saver(timed)
-
-
 def run_worker(spec: dict) -> dict:
     """Compile the model for each batch size; return compile time, autotunings, eager agreement."""
     import torch
 
-    import ah_plugin  # noqa: F401  (torch already imported it through the entry point)
+    from ah_plugin import inductor  # the worker process needs the adapter: it is switched on anyway
+    from ah_plugin.inductor import compile_tools
 
-    try:
-        from ah_plugin import inductor_hooks
-
-        inductor_hooks.install_hooks()  # idempotent; makes our observer run after the plugin's pruning
-    except Exception:
-        pass
-    import torch._inductor.config as inductor_config
-
+    inductor.install()  # idempotent; makes the observer below run after the plugin's pruning
     records: list = []
-    _observe_autotuning(records)
+    compile_tools.observe_autotunings(records)
     device = spec["device"]
     dtype = getattr(torch, spec["dtype"])
     if device == "cpu":
-        inductor_config.freezing = True
+        compile_tools.freeze_constant_weights()
 
     torch.manual_seed(0)
     dims = spec.get("dims") or [1, 1]
@@ -202,15 +161,18 @@ def run_mode(name: str, spec: dict, workdir: str, extra_env: dict, timeout: floa
 
 
 def train_artifact(log_path: str, op: str, out_dir: str) -> str:
-    """Train a heuristic from the collected log with our trainer; return the artifact's path.
+    """Train a heuristic from the collected log with our trainer, in its own process (the trainer uses
+    scikit-learn, which ``ah_plugin`` never imports); return the artifact's path.
 
     The log's own feature columns suffice for a demo's handful of inputs (mm included); the mm trainer
     (``torchgen_ah.mm.train_decision_mm``) adds derived features for real datasets.
     """
-    from torchgen_ah.train_generic import train_from_log
-
     name = "".join(part.capitalize() for part in op.split("_")) + "RankingDemo"
-    return train_from_log(log_path, heuristic_name=name, out_dir=out_dir)
+    command = [sys.executable, "-m", "torchgen_ah.train_generic", log_path, "--heuristic-name", name, "--out", out_dir]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"training failed (exit {proc.returncode}): {' '.join(command)}\n{proc.stderr[-3000:]}")
+    return os.path.join(out_dir, f"_{name}.py")
 
 
 def cache_envs(workdir: str) -> tuple[dict, dict] | None:
@@ -262,8 +224,6 @@ def run_demo(workdir: str, quick: bool = False, baseline: bool = False, out=prin
     log_path = os.path.join(workdir, f"{op}_log.txt")
     artifact_dir = os.path.join(workdir, "artifacts")
     use_env = {"TORCHINDUCTOR_AUTOHEURISTIC_USE": op, "AH_PLUGIN_ARTIFACT_DIR": artifact_dir}
-    if not cuda:
-        use_env.update(CPU_USE_ENV)
     rows, results = [], {}
 
     def mode(name, env):

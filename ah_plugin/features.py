@@ -12,13 +12,15 @@ builds these from Inductor's nodes; everything here is pure Python.
 * anything else (``packed_linear`` on the CPU, ...): generic columns per input ``i``:
   ``in<i>_size_<d>``, ``in<i>_stride_<d>`` (numerical) and ``in<i>_dtype`` (categorical).
 
-``metadata`` gives the log's metadata line for an op on a device (DESIGN.md section 4). On the CPU
+``metadata`` gives the log's metadata line for an op on a device (docs/datalayer.md). On the CPU
 (and any device without CUDA) the convention is upstream's: ``device_capa`` (0, 0) and
 ``shared_memory`` 0; the device's name travels in ``device_name`` (not written into the log's
 metadata line, which keeps upstream's keys).
 """
 
 from __future__ import annotations
+
+from .replay_timing import METHOD_REPLAY
 
 MM_LIKE_OPS = ("mm", "addmm", "bmm")
 BIAS_COLUMNS = ("bias_stride_0", "bias_stride_1")
@@ -141,9 +143,11 @@ def metadata(
     device_capa=(0, 0),
     shared_memory: int = 0,
     device_name: str = "cpu",
+    timing: str | None = None,
 ) -> dict:
-    """The request's metadata (log metadata keys plus ``device_name``)."""
-    return {
+    """The request's metadata (log metadata keys plus ``device_name``, and ``timing``: how the
+    candidates are timed, ``replay_timing.METHOD_REPLAY`` or None for Inductor's own per-call timing)."""
+    meta = {
         "shared_memory": int(shared_memory),
         "device_capa": tuple(int(v) for v in device_capa),
         "name": op_name,
@@ -151,11 +155,19 @@ def metadata(
         "categorical_features": list(categorical),
         "device_name": device_name,
     }
+    if timing is not None:
+        meta["timing"] = timing
+    return meta
 
 
 def log_metadata(request_metadata: dict) -> dict:
-    """The metadata line written to the log: upstream's keys only."""
-    return {k: v for k, v in request_metadata.items() if k != "device_name"}
+    """The metadata line written to the log: upstream's keys, plus ``timing`` when the choices were
+    timed by CUDA-graph replay (a log without it holds Inductor's per-call timings, as upstream's do; the
+    two never merge into one file)."""
+    out = {k: v for k, v in request_metadata.items() if k not in ("device_name", "timing")}
+    if request_metadata.get("timing") == METHOD_REPLAY:
+        out["timing"] = METHOD_REPLAY
+    return out
 
 
 def ordered_features(features: dict, numerical: list[str], categorical: list[str]) -> dict:

@@ -1,6 +1,6 @@
 """The contract between the Inductor hook and the parts that decide (heuristic, results cache, collector).
 
-`inductor_hooks` is the only module that touches Inductor internals. It turns each autotuning into an
+`ah_plugin.inductor` is the only package that touches Inductor internals. It turns each autotuning into an
 `AutotuneRequest` made of plain data (operation name, the log's feature columns, candidate choice ids),
 asks the registered policies which candidates to keep, and reports measured timings back. Policies never
 see Inductor objects, so they can be tested on plain data and survive Inductor refactors.
@@ -20,7 +20,9 @@ class AutotuneRequest:
     features: the AutoHeuristic log's feature columns for this input, in log column order
         (numerical features first, then categorical), values as the log writes them.
     metadata: the log's metadata for this device and operation: "name", "device_capa" (tuple),
-        "shared_memory" (int), "numerical_features", "categorical_features"; plus "device_name".
+        "shared_memory" (int), "numerical_features", "categorical_features"; plus "device_name", and
+        after benchmarking "timing": how the candidates were timed ("cudagraph_replay", "per_call", or
+        "mixed" when some fell back).
     candidates: choice ids of every candidate Inductor offers, in Inductor's order, unique.
     stage: "pre_codegen" (KernelTemplateChoice list, before Triton code exists) or
         "post_codegen" (ChoiceCaller list, the preprocessing hook; the CPU path only reaches this one).
@@ -65,3 +67,10 @@ class ChoicePolicy(Protocol):
     # def benchmark_limits(self, request) -> dict | None:
     #     """{"duration_ms": int, "iterations": int} to bound each candidate's benchmark of this
     #     autotuning (the results cache asks on a tuning miss); None: Inductor's own lengths."""
+    #
+    # def padding_decision(self, request) -> bool | None:
+    #     """A recorded shape-padding decision for this input (request.op_name "pad_mm", "pad_addmm",
+    #     "pad_bmm"; request.tensors the unpadded operands); None: let Inductor decide."""
+    #
+    # def on_padding_decision(self, request, pad: bool, time_ms: float) -> None:
+    #     """Inductor benchmarked padding for this input and decided ``pad`` (time of the kept variant)."""

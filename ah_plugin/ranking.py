@@ -1,10 +1,19 @@
 """The USE policy: rank an autotuning's candidates with a learned artifact and keep only the best few.
 
 For each ``AutotuneRequest`` of an operation in use mode, the artifact chosen by ``artifact_loader``
-ranks the choices it knows; the policy keeps the top k of those that exist today, plus the aten choice
-(``extern_mm``, ``extern__mkl_linear``, ...: ids starting with ``extern_``), and never fewer than
-``min_choices`` (2) when that many exist. Adaptive k keeps instead the shortest prefix of the ranking
-whose leaf probability mass reaches a threshold: confident leaves benchmark fewer choices.
+ranks the choices it knows, and the policy keeps a few of those that exist today:
+
+* **fast mode** (the default, ``AH_PLUGIN_TOP_K=fast``): when the ranking puts aten first (``extern_mm``,
+  ``extern__mkl_linear``, ...: ids starting with ``extern_``), aten alone is kept: no template is
+  compiled and Inductor benchmarks nothing. When it puts a template first with a share of at least
+  ``AH_PLUGIN_CONFIDENCE`` (0.8), that template alone is kept (compiled once, never benchmarked). Else the
+  top template and aten are kept, and the adapter times both by CUDA-graph replay; the template wins
+  only by the aten margin. Templates are trusted only from an artifact trained on replay-timed data
+  (its ``timing`` attribute) or on a CPU: an artifact trained on per-call GPU timings, which favour
+  templates on small GEMMs, gets aten alone.
+* **top k** (``AH_PLUGIN_TOP_K=<k>``): the top k plus aten, never fewer than ``min_choices`` (2).
+* **adaptive k** (``AH_PLUGIN_TOP_K=adaptive``): the shortest prefix of the ranking whose leaf
+  probability mass reaches a threshold: confident leaves benchmark fewer choices.
 
 An operation with an mm view (addmm, ``features.mm_view``) that has no artifact of its own on the
 device borrows the mm artifact that fits: it ranks the mm view of the input, and its ``extern_mm``
@@ -33,13 +42,16 @@ from dataclasses import dataclass, field
 
 from ah_plugin import artifact_loader, features
 from ah_plugin.policy import AutotuneRequest
+from ah_plugin.replay_timing import METHOD_REPLAY
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 10
 DEFAULT_MASS = 0.9
 DEFAULT_MIN_CHOICES = 2
+DEFAULT_CONFIDENCE = 0.8
 ADAPTIVE = "adaptive"
+FAST = "fast"
 
 
 
@@ -53,6 +65,8 @@ class UseOptions:
     """How many choices the USE policy keeps."""
 
     top_k: int = DEFAULT_TOP_K  # fixed k; with adaptive, the most choices kept (besides aten)
+    fast: bool = False  # fast mode: one choice when the ranking is sure, else its top template and aten
+    confidence: float = DEFAULT_CONFIDENCE  # fast mode: the share a lone template needs
     adaptive: bool = False
     mass: float = DEFAULT_MASS  # adaptive: keep the shortest prefix whose probability mass reaches this
     min_choices: int = DEFAULT_MIN_CHOICES  # never keep fewer (when that many exist); 1 may skip benchmarking
@@ -70,6 +84,8 @@ class UseOptions:
     def describe(self) -> str:
         """A stable text of what changes the kept choices (for compile-cache keys)."""
         k = f"adaptive:{self.mass}:{self.top_k}" if self.adaptive else str(self.top_k)
+        if self.fast:
+            k = f"fast:{self.confidence}"
         return f"k={k};min={self.min_choices};aten={int(self.keep_aten)}"
 
     @classmethod
@@ -81,6 +97,8 @@ class UseOptions:
         current = settings.current(environ)
         values = {
             "top_k": current.top_k,
+            "fast": current.fast,
+            "confidence": current.confidence,
             "adaptive": current.adaptive,
             "mass": current.top_k_mass,
             "min_choices": current.min_choices,
@@ -88,20 +106,49 @@ class UseOptions:
             "verbose": current.verbose,
         }
         if explicit.get("top_k") == ADAPTIVE:
-            explicit = dict(explicit, top_k=None, adaptive=True)
+            explicit = dict(explicit, top_k=None, adaptive=True, fast=False)
+        elif explicit.get("top_k") == FAST:
+            explicit = dict(explicit, top_k=None, fast=True, adaptive=False)
+        elif explicit.get("top_k") is not None:
+            explicit = dict(explicit, fast=False)
         if explicit.get("mass") is not None:
-            explicit = dict(explicit, adaptive=True)
+            explicit = dict(explicit, adaptive=True, fast=False)
         values.update({key: value for key, value in explicit.items() if value is not None})
         return cls(**values)
 
 
+def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confidence: float,
+                trust_templates: bool) -> list[str]:
+    """Fast mode's ids to keep: one aten choice when the ranking puts aten first (or templates are not
+    trusted), the top template alone when its share reaches ``confidence``, else the top template and aten.
+    Pure function of its inputs."""
+    today = set(candidates)
+    ranked = [(choice, float(share)) for choice, share in ranking if choice in today]
+    aten = [choice for choice, _ in ranked if is_aten_choice(choice)]
+    aten += [c for c in candidates if is_aten_choice(c) and c not in aten]
+    if not ranked:
+        return aten[:1] or list(candidates[:1])
+    top, share = ranked[0]
+    if is_aten_choice(top):
+        return [top]
+    if not aten:
+        return [top]
+    if not trust_templates:
+        return aten[:1]
+    if share >= confidence:
+        return [top]
+    return [top, aten[0]]
+
+
 def choose(
-    ranking: list[tuple[str, float]], candidates: list[str], options: UseOptions
+    ranking: list[tuple[str, float]], candidates: list[str], options: UseOptions, trust_templates: bool = True
 ) -> list[str]:
     """The ids to keep, best first, from an artifact's ``ranking`` and today's ``candidates``.
 
     Pure function of its inputs (the policy's core; unit-testable on plain lists).
     """
+    if options.fast:
+        return choose_fast(ranking, candidates, options.confidence, trust_templates)
     today = set(candidates)
     enough = max(options.top_k, options.min_choices)  # more ranked choices are never used
     ranked, seen = [], set()
@@ -133,6 +180,14 @@ def choose(
             if choice not in keep:
                 keep.append(choice)
     return keep
+
+
+def trusts_templates(artifact, metadata: dict) -> bool:
+    """Whether fast mode may keep a template on the artifact's word: its data were timed by CUDA-graph
+    replay (the artifact's ``timing`` attribute), or the device is a CPU (no graphs; per-call is how it runs)."""
+    if tuple(metadata.get("device_capa") or (0, 0)) == (0, 0):
+        return True
+    return getattr(artifact.heuristic, "timing", None) == METHOD_REPLAY
 
 
 def borrowed_ranking(ranking: list[tuple[str, float]], candidates: list[str]) -> list[tuple[str, float]]:
@@ -247,7 +302,7 @@ class RankingPolicy:
                 f"today: {list(request.candidates)}",
             )
             return None
-        keep = choose(ranking, request.candidates, self.options)
+        keep = choose(ranking, request.candidates, self.options, trusts_templates(artifact, request.metadata))
         if self.options.verbose:
             _say(
                 f"ah_plugin: {artifact.name} {request.op_name}: keeping {len(keep)} of "
@@ -376,6 +431,8 @@ __all__ = [
     "RankingPolicy",
     "StaleReport",
     "choose",
+    "choose_fast",
+    "trusts_templates",
     "borrowed_ranking",
     "is_aten_choice",
     "default_policy",
@@ -383,4 +440,5 @@ __all__ = [
     "DEFAULT_TOP_K",
     "DEFAULT_MASS",
     "ADAPTIVE",
+    "FAST",
 ]

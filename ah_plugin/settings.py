@@ -26,6 +26,9 @@ ENV_VERBOSE = "AH_PLUGIN_VERBOSE"
 ENV_SEARCH_SPACE = "AH_PLUGIN_SEARCH_SPACE"  # "default" | "wide"
 ENV_SEARCH_SAMPLE = "AH_PLUGIN_SEARCH_SAMPLE"  # extra configs sampled per input in collect mode
 ENV_DISABLE = "AH_PLUGIN_DISABLE"  # "1": the plugin stays off whatever else is set
+ENV_TIMING = "AH_PLUGIN_TIMING"  # "replay" (CUDA-graph replay, the default) | "per_call" (Inductor's own)
+ENV_ATEN_MARGIN = "AH_PLUGIN_ATEN_MARGIN"  # a template beats aten only by more than this fraction
+ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: trust a lone template when its ranking share reaches this
 # The results cache (ah_plugin/tunable) owns the meaning of these; any of them switches the hook on.
 TUNABLE_PREFIX = "AH_TUNABLE_"
 
@@ -36,6 +39,11 @@ _FALSE_WORDS = ("", "0", "false", "off", "no")
 BUILTIN_ONLY_OPS = frozenset({"pad_mm", "mixed_mm"})
 SEARCH_SPACES = ("default", "wide")
 ADAPTIVE = "adaptive"
+FAST = "fast"
+TIMINGS = {"replay": "cudagraph_replay", "cudagraph_replay": "cudagraph_replay", "per_call": None}
+# On the CPU, Inductor autotunes a GEMM only as packed_linear (a constant weight under freezing): asking
+# for mm covers it, so COLLECT=mm / USE=mm do on the CPU what they do on a GPU.
+OP_ALIASES = {"mm": ("packed_linear",)}
 
 
 def env_requests_plugin(environ=None) -> bool:
@@ -60,6 +68,7 @@ class Settings:
     use: frozenset = frozenset()
     log_path: str | None = None  # None: <inductor cache dir>/autoheuristic/<device>/<op>.txt
     top_k: int = 10  # with adaptive: the most choices kept besides aten
+    fast: bool = True  # fast mode (the default): one choice when the ranking is sure, else aten + its top-1
     adaptive: bool = False
     top_k_mass: float = 0.9
     min_choices: int = 2
@@ -69,11 +78,24 @@ class Settings:
     search_space: str = "wide"  # "wide": add filtered exhaustive configs (GPU Triton mm only)
     search_sample: int = 20  # extra configs benchmarked per input in collect mode
     tunable: bool = False  # any AH_TUNABLE_* variable set (the cache decides what it means)
+    timing: str | None = "cudagraph_replay"  # how candidates are timed on CUDA (None: Inductor's per-call events)
+    aten_margin: float = 0.02  # a template replaces aten only when faster by more than this fraction
+    confidence: float = 0.8  # fast mode keeps a lone template when its ranking share reaches this
+
+    @property
+    def collect_ops(self) -> frozenset:
+        """Ops whose autotunings are logged (``collect`` with the ops it covers)."""
+        return with_aliases(self.collect)
+
+    @property
+    def use_ops(self) -> frozenset:
+        """Ops whose candidates the learned ranking narrows (``use`` with the ops it covers)."""
+        return with_aliases(self.use)
 
     @property
     def handled_ops(self) -> frozenset:
         """Ops the plugin acts on (and the built-in must leave alone)."""
-        return self.collect | self.use
+        return self.collect_ops | self.use_ops
 
     @property
     def active(self) -> bool:
@@ -89,6 +111,11 @@ def _ops(text) -> frozenset:
         items = list(text)
     names = (item.strip() for item in items if item and item.strip())
     return frozenset(name for name in names if name not in BUILTIN_ONLY_OPS)
+
+
+def with_aliases(ops) -> frozenset:
+    """``ops`` plus the ops they cover (``OP_ALIASES``: mm covers the CPU's packed_linear)."""
+    return frozenset(ops) | frozenset(alias for name in ops for alias in OP_ALIASES.get(name, ()))
 
 
 def _int(name: str, text: str, minimum: int) -> int:
@@ -111,6 +138,16 @@ def _mass(name: str, text: str) -> float:
     return value
 
 
+def _fraction(name: str, text: str, upper: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a number in [0, {upper:g}]") from None
+    if not 0.0 <= value <= upper:
+        raise ValueError(f"{name}={text!r}: must be in [0, {upper:g}]")
+    return value
+
+
 def _from_env(env) -> dict:
     """Fields set by the environment (only those present and non-empty)."""
     out: dict = {}
@@ -123,12 +160,23 @@ def _from_env(env) -> dict:
         out["log_path"] = None if path == "DEFAULT" else path
     top_k = env.get(ENV_TOP_K, "").strip()
     if top_k.lower() == ADAPTIVE:
-        out["adaptive"] = True
+        out["adaptive"], out["fast"] = True, False
+    elif top_k.lower() == FAST:
+        out["fast"], out["adaptive"] = True, False
     elif top_k:
-        out["top_k"] = _int(ENV_TOP_K, top_k, 1)
+        out["top_k"], out["fast"] = _int(ENV_TOP_K, top_k, 1), False
     if env.get(ENV_TOP_K_MASS, "").strip():
         out["top_k_mass"] = _mass(ENV_TOP_K_MASS, env[ENV_TOP_K_MASS].strip())
-        out["adaptive"] = True
+        out["adaptive"], out["fast"] = True, False
+    timing = env.get(ENV_TIMING, "").strip().lower()
+    if timing:
+        if timing not in TIMINGS:
+            raise ValueError(f"{ENV_TIMING}={timing!r}: expected replay or per_call")
+        out["timing"] = TIMINGS[timing]
+    if env.get(ENV_ATEN_MARGIN, "").strip():
+        out["aten_margin"] = _fraction(ENV_ATEN_MARGIN, env[ENV_ATEN_MARGIN].strip(), upper=1.0)
+    if env.get(ENV_CONFIDENCE, "").strip():
+        out["confidence"] = _mass(ENV_CONFIDENCE, env[ENV_CONFIDENCE].strip())
     if env.get(ENV_MIN_CHOICES, "").strip():
         out["min_choices"] = _int(ENV_MIN_CHOICES, env[ENV_MIN_CHOICES].strip(), 1)
     if env.get(ENV_KEEP_ATEN, "").strip():
@@ -160,14 +208,24 @@ def _normalise_api(values: dict) -> dict:
             raise TypeError(f"unknown ah_plugin setting {key!r}; known: {sorted(names)}")
         if value is None and key not in ("log_path", "artifact_dir"):
             continue
-        if key == "top_k" and value == ADAPTIVE:
-            out["adaptive"] = True
+        if key == "top_k" and value in (ADAPTIVE, FAST):
+            out["adaptive"], out["fast"] = value == ADAPTIVE, value == FAST
             continue
+        if key == "top_k":
+            out["fast"] = False
+        if key == "timing":
+            if value not in TIMINGS:
+                raise ValueError(f"timing={value!r}: expected replay or per_call")
+            value = TIMINGS[value]
+        if key == "aten_margin":
+            value = _fraction(key, str(value), upper=1.0)
+        if key == "confidence":
+            value = _mass(key, str(value))
         if key in ("collect", "use"):
             value = _ops(value)
         elif key == "top_k_mass":
             value = _mass(key, str(value))
-            out["adaptive"] = True  # as the variable: a threshold means adaptive k
+            out["adaptive"], out["fast"] = True, False  # as the variable: a threshold means adaptive k
         elif key == "search_space" and value not in SEARCH_SPACES:
             raise ValueError(f"search_space={value!r}: expected one of {SEARCH_SPACES}")
         elif key in ("top_k", "min_choices") and int(value) < 1:
@@ -200,7 +258,9 @@ def describe(settings: Settings) -> str:
     """A stable text of the settings that change what Inductor generates (for cache keys)."""
     return (
         f"collect={','.join(sorted(settings.collect))};use={','.join(sorted(settings.use))};"
-        f"top_k={settings.top_k};adaptive={settings.adaptive}:{settings.top_k_mass};"
+        f"top_k={settings.top_k};fast={settings.fast}:{settings.confidence};"
+        f"adaptive={settings.adaptive}:{settings.top_k_mass};"
+        f"timing={settings.timing};margin={settings.aten_margin};"
         f"min={settings.min_choices};aten={settings.keep_aten};artifact_dir={settings.artifact_dir};"
         f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable}"
     )
@@ -219,6 +279,9 @@ __all__ = [
     "ENV_SEARCH_SPACE",
     "ENV_SEARCH_SAMPLE",
     "ENV_DISABLE",
+    "ENV_TIMING",
+    "ENV_ATEN_MARGIN",
+    "ENV_CONFIDENCE",
     "TUNABLE_PREFIX",
     "Settings",
     "env_requests_plugin",

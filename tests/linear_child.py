@@ -1,5 +1,5 @@
 """Shared start of the child processes that compile `x @ self.w` on the CPU path with the results
-cache (freezing + packed_linear, DESIGN.md section 3) and record which choices Inductor benchmarked."""
+cache (freezing + packed_linear: the GEMM Inductor autotunes on the CPU) and record which choices Inductor benchmarked."""
 
 import textwrap
 
@@ -9,13 +9,13 @@ PRELUDE = textwrap.dedent(
     import torch._inductor.config as inductor_config
     from torch._inductor import select_algorithm
     from torch._inductor.utils import run_and_get_code
-    from ah_plugin import inductor_hooks
+    import ah_plugin.inductor as adapter
     import ah_plugin.tunable as tunable
 
     inductor_config.freezing = True
     benchmarked = []   # (op, ids of the choices Inductor timed)
     def saver(timings, name, input_nodes, choices, *args, **kwargs):
-        benchmarked.append((name, inductor_hooks.caller_ids(list(timings))))
+        benchmarked.append((name, adapter.caller_ids(list(timings))))
     select_algorithm.add_feedback_saver(saver)
 
     class Linear(torch.nn.Module):

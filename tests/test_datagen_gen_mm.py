@@ -37,7 +37,7 @@ def test_tf32_switch_keeps_torch_precision_apis_consistent():
     raise and failed every fp32 input on the H200) and must be what the plugin's feature reads."""
     import torch
 
-    from ah_plugin import inductor_hooks
+    from ah_plugin.inductor.requests import tf32_enabled
     from torchgen_ah.mm.gen_data_mm import _set_tf32
 
     before = torch.get_float32_matmul_precision()
@@ -45,11 +45,11 @@ def test_tf32_switch_keeps_torch_precision_apis_consistent():
         _set_tf32(torch, True)
         assert torch.get_float32_matmul_precision() == "high"
         assert torch.backends.cuda.matmul.allow_tf32 is True
-        assert inductor_hooks._tf32_enabled() is True
+        assert tf32_enabled() is True
         _set_tf32(torch, False)
         assert torch.get_float32_matmul_precision() == "highest"
         assert torch.backends.cuda.matmul.allow_tf32 is False
-        assert inductor_hooks._tf32_enabled() is False
+        assert tf32_enabled() is False
     finally:
         torch.set_float32_matmul_precision(before)
 

@@ -137,16 +137,16 @@ def clean_plugin(monkeypatch):
 
 def test_install_uninstall_restore_inductor_state(clean_plugin, monkeypatch):
     import torch._inductor.config as ic
-    from ah_plugin import inductor_hooks
+    from ah_plugin import inductor, registry
 
     monkeypatch.setenv(settings.ENV_COLLECT, "mm")  # what the built-in reads
     before_class = ic.inductor_choices_class
     before_fns = (ic.__dict__["collect_autoheuristic"], ic.__dict__["use_autoheuristic"])
-    assert inductor_hooks.builtin_would_act("mm")  # the built-in alone would collect mm
+    assert inductor.builtin_would_act("mm")  # the built-in alone would collect mm
 
     clean_plugin.install(collect=["mm"])
-    assert inductor_hooks.is_installed()
-    assert not inductor_hooks.builtin_would_act("mm")  # exactly one collector: ours
+    assert inductor.is_installed()
+    assert not inductor.builtin_would_act("mm")  # exactly one collector: ours
     assert not ic.collect_autoheuristic("mm") and not ic.use_autoheuristic("mm")
     assert ic.inductor_choices_class is not before_class
     handler = ic.inductor_choices_class()
@@ -156,37 +156,37 @@ def test_install_uninstall_restore_inductor_state(clean_plugin, monkeypatch):
     assert "CollectorPolicy" in clean_plugin.status()["policies"]
 
     clean_plugin.uninstall()
-    assert not inductor_hooks.is_installed()
+    assert not inductor.is_installed()
     assert ic.inductor_choices_class is before_class
     assert (ic.__dict__["collect_autoheuristic"], ic.__dict__["use_autoheuristic"]) == before_fns
-    assert inductor_hooks.builtin_would_act("mm")
-    assert inductor_hooks.registered_policies() == []
+    assert inductor.builtin_would_act("mm")
+    assert registry.registered_policies() == []
 
 
 def test_context_manager_restores_previous_state(clean_plugin):
-    from ah_plugin import inductor_hooks
+    from ah_plugin import inductor, registry
 
     with clean_plugin.enabled(collect="packed_linear"):
-        assert inductor_hooks.is_installed()
+        assert inductor.is_installed()
         assert settings.current().collect == frozenset({"packed_linear"})
-    assert not inductor_hooks.is_installed()
+    assert not inductor.is_installed()
     assert settings.api_values() == {}
 
     clean_plugin.install(collect="mm")
     with clean_plugin.enabled(collect="bmm"):
         assert settings.current().collect == frozenset({"bmm"})
-    assert inductor_hooks.is_installed() and settings.current().collect == frozenset({"mm"})
+    assert inductor.is_installed() and settings.current().collect == frozenset({"mm"})
 
 
 def test_builtin_only_ops_are_not_taken_over(clean_plugin, monkeypatch):
-    from ah_plugin import inductor_hooks
+    from ah_plugin import inductor, registry
 
     monkeypatch.setenv(settings.ENV_COLLECT, "pad_mm,mm")
-    builtin_pad_mm = inductor_hooks.builtin_would_act("pad_mm")  # torch read its env at import
+    builtin_pad_mm = inductor.builtin_would_act("pad_mm")  # torch read its env at import
     clean_plugin.install()
-    assert settings.current().handled_ops == frozenset({"mm"})
-    assert inductor_hooks.builtin_would_act("pad_mm") == builtin_pad_mm
-    assert not inductor_hooks.builtin_would_act("mm")
+    assert settings.current().handled_ops == frozenset({"mm", "packed_linear"})
+    assert inductor.builtin_would_act("pad_mm") == builtin_pad_mm
+    assert not inductor.builtin_would_act("mm")
 
 
 def test_switching_modes_changes_the_cache_key(clean_plugin):
@@ -248,7 +248,8 @@ def test_import_torch_without_variables_imports_nothing_heavy():
 
 def test_autoload_never_breaks_import_torch():
     env = dict(os.environ, TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm", AH_PLUGIN_TOP_K="not-a-number")
-    code = "import torch; import ah_plugin.inductor_hooks as h; print('OK', h.is_installed())"
+    code = ("import sys, torch; adapter = sys.modules.get('ah_plugin.inductor'); "
+            "print('OK', bool(adapter and adapter.is_installed()))")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "OK False" in out.stdout

@@ -1,4 +1,4 @@
-"""End to end on the CPU with real Inductor (DESIGN.md section 3): frozen ``x @ self.w`` under
+"""End to end on the CPU with real Inductor: frozen ``x @ self.w`` under
 ``torch.no_grad()`` and ``mode="max-autotune"`` autotunes ``packed_linear`` between the C++ GEMM
 template and ``_mkl_linear``; the post-codegen hook and the feedback saver are the plugin's path.
 
@@ -23,9 +23,9 @@ import json, os, sys, warnings
 warnings.simplefilter("always")
 import torch
 import ah_plugin
-from ah_plugin import inductor_hooks
+from ah_plugin import inductor, registry
 
-assert inductor_hooks.is_installed(), "env var did not switch the plugin on"
+assert inductor.is_installed(), "env var did not switch the plugin on"
 import torch._inductor.config as ic
 ic.freezing = True
 
@@ -61,7 +61,7 @@ def run(m, k, n):
         return bool(torch.allclose(out, mod(x), rtol=1e-4, atol=1e-4))
 
 result = {}
-inductor_hooks.register_policy(Raising(), inductor_hooks.POSITION_CACHE)
+registry.register_policy(Raising(), registry.POSITION_CACHE)
 result["collect_match"] = [run(16, 64, 32), run(48, 96, 80)]
 stats = ah_plugin.status()["collect_stats"]
 result["stats"] = [stats.inputs, stats.rows, stats.untimed]
@@ -70,7 +70,7 @@ result["stats"] = [stats.inputs, stats.rows, stats.untimed]
 del os.environ["TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"]
 ah_plugin.install()
 keep = KeepCpp()
-inductor_hooks.register_policy(keep)
+registry.register_policy(keep)
 result["policies"] = ah_plugin.status()["policies"]
 result["prune_match"] = run(24, 40, 56)
 result["keep_requests"] = keep.requests

@@ -32,7 +32,7 @@ def run(m, k, n, transpose=False):
 
 PLUGIN = COMPILE + r'''
 import ah_plugin
-from ah_plugin import inductor_hooks
+from ah_plugin import inductor, registry
 class Recorder:
     op_names = {"mm"}
     def __init__(self): self.seen = []
@@ -44,10 +44,10 @@ class Recorder:
         return None
     def on_timings(self, request, timings, untimed):
         self.seen.append(("timings", request.features["m"], sorted(timings), untimed))
-rec = inductor_hooks.register_policy(Recorder(), inductor_hooks.POSITION_CACHE)
+rec = registry.register_policy(Recorder(), registry.POSITION_CACHE)
 shapes = json.loads(sys.argv[1])
 matches = [run(*s) for s in shapes]
-print("RESULT " + json.dumps({"matches": matches, "seen": rec.seen, "installed": inductor_hooks.is_installed()}))
+print("RESULT " + json.dumps({"matches": matches, "seen": rec.seen, "installed": inductor.is_installed()}))
 '''
 
 BUILTIN = COMPILE + r'''

@@ -109,24 +109,24 @@ def test_limit_maps_follow_the_benchmarker_signatures():
     """Torch's own benchmarker classes map onto the keywords the docs name; anything else: no limit."""
     from torch._inductor.runtime import benchmarking
 
-    from ah_plugin import inductor_hooks as hooks
+    from ah_plugin.inductor.patches import benchmarker as hooks
 
-    saved = hooks._Limiter.benchmarker
+    saved = hooks._Wrapped.benchmarker
     names = lambda plan: {keyword: limit for keyword, (limit, _) in plan.items()}  # noqa: E731
     try:
         inductor = benchmarking.InductorBenchmarker()
-        hooks._Limiter.benchmarker = inductor
+        hooks._Wrapped.benchmarker = inductor
         assert names(hooks._limit_plan("benchmark_gpu", inductor.benchmark_gpu)) == {
             "benchmark_iters": "iterations", "max_benchmark_duration": "duration_ms"}
         assert names(hooks._limit_plan("benchmark_cpu", inductor.benchmark_cpu)) == {"rep": "duration_ms"}
         if hasattr(benchmarking, "TorchProfilerBenchmarker"):
             profiler = benchmarking.TorchProfilerBenchmarker()
-            hooks._Limiter.benchmarker = profiler
+            hooks._Wrapped.benchmarker = profiler
             assert names(hooks._limit_plan("benchmark_gpu", profiler.benchmark_gpu)) == {
                 "rep": "iterations", "max_benchmark_duration": "duration_ms"}
         assert hooks._limit_plan("benchmark_cpu", lambda _callable, seconds=1.0: 0.0) is None
     finally:
-        hooks._Limiter.benchmarker = saved
+        hooks._Wrapped.benchmarker = saved
 
 
 GPU_SCRIPT = textwrap.dedent(

@@ -27,6 +27,7 @@ class {name}:
     numerical_features = ["m", "k", "n"]
     categorical_features = []
     choices = {choices!r}
+    timing = {timing!r}
 
     def check_precondition(self, metadata):
         return (
@@ -43,13 +44,14 @@ class {name}:
 
 
 def write_artifact(directory, filename, *, name="MMRankingTest", op="mm", device_names=(),
-                   choices=None, small=None, large=None):
+                   choices=None, small=None, large=None, timing=None):
     choices = choices if choices is not None else ["extern_mm", *T]
     small = small if small is not None else [(T[0], 0.7), (T[1], 0.25), (T[2], 0.05), ("extern_mm", 0.0), (T[3], 0.0)]
     large = large if large is not None else [(T[3], 0.5), ("extern_mm", 0.3), (T[2], 0.2), (T[1], 0.0), (T[0], 0.0)]
     path = directory / filename
     path.write_text(ARTIFACT_TEMPLATE.format(
-        name=name, op=op, device_names=tuple(device_names), choices=choices, small=small, large=large))
+        name=name, op=op, device_names=tuple(device_names), choices=choices, small=small, large=large,
+        timing=timing))
     return path
 
 
@@ -86,15 +88,59 @@ def test_top_k_keeps_best_k_plus_extern(tmp_path):
     assert policy(tmp_path, top_k=2).select(request(m=1024)) == [T[3], "extern_mm"]
 
 
-def test_default_k_is_10_and_env_sets_it(tmp_path, monkeypatch):
+def test_default_is_fast_mode_and_env_sets_k(tmp_path, monkeypatch):
     write_artifact(tmp_path, "_MMRankingTest.py")
-    assert UseOptions.from_environment().top_k == 10
+    assert UseOptions.from_environment().fast
+    # an artifact with no replay-timed data: its template picks are not trusted on a GPU, aten alone
+    assert policy(tmp_path).select(request()) == ["extern_mm"]
+    monkeypatch.setenv("AH_PLUGIN_TOP_K", "10")
     assert len(policy(tmp_path).select(request())) == 5  # everything it ranks (5 < 10)
     monkeypatch.setenv("AH_PLUGIN_TOP_K", "3")
     assert policy(tmp_path).select(request(m=32)) == [T[0], T[1], T[2], "extern_mm"]
     monkeypatch.setenv("AH_PLUGIN_TOP_K", "zero")
     with pytest.raises(ValueError, match="AH_PLUGIN_TOP_K"):
         UseOptions.from_environment()
+
+
+def test_fast_mode_keeps_one_choice_when_sure_and_two_when_not(tmp_path, monkeypatch):
+    write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay",
+                   large=[("extern_mm", 0.6), (T[3], 0.3), (T[2], 0.1)])
+    # a template first with 0.7 < 0.8: that template and aten, timed by replay with the margin
+    assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
+    # aten first: aten alone, no template compiled
+    assert policy(tmp_path).select(request(m=1024)) == ["extern_mm"]
+    monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "0.6")
+    assert policy(tmp_path).select(request(m=32)) == [T[0]]  # sure enough: the template alone
+    # the same artifact file without the replay mark: aten alone again on this GPU
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    artifact_loader.clear_cache()
+    assert policy(tmp_path).select(request(m=32)) == ["extern_mm"]
+
+
+def test_templates_are_trusted_from_replay_data_or_on_a_cpu(tmp_path):
+    from ah_plugin.ranking import trusts_templates
+
+    for timing, gpu_trust in ((None, False), ("per_call", False), ("cudagraph_replay", True)):
+        write_artifact(tmp_path, "_MMRankingTest.py", timing=timing)
+        artifact_loader.clear_cache()
+        [loaded] = artifact_loader.load_artifacts(((artifact_loader.SOURCE_USER, str(tmp_path)),))
+        assert trusts_templates(loaded, H100_META) is gpu_trust
+        # on a CPU (device_capa (0, 0)) per-call timing is how kernels run: trusted as they are
+        assert trusts_templates(loaded, {"name": "mm", "device_capa": (0, 0)}) is True
+
+
+def test_fast_choice_rules_on_plain_lists():
+    from ah_plugin.ranking import choose_fast
+
+    cands = ["extern_mm", *T]
+    assert choose_fast([(T[1], 0.9), ("extern_mm", 0.1)], cands, 0.8, True) == [T[1]]
+    assert choose_fast([(T[1], 0.5), ("extern_mm", 0.4)], cands, 0.8, True) == [T[1], "extern_mm"]
+    assert choose_fast([(T[1], 0.9), ("extern_mm", 0.1)], cands, 0.8, False) == ["extern_mm"]
+    assert choose_fast([("extern_mm", 0.2), (T[1], 0.8)], cands, 0.8, True) == ["extern_mm"]
+    # a ranking that knows none of today's choices: aten alone
+    assert choose_fast([("type=unknown", 1.0)], cands, 0.8, True) == ["extern_mm"]
+    # no aten candidate at all: the top template alone
+    assert choose_fast([(T[2], 0.3)], T, 0.8, True) == [T[2]]
 
 
 def test_only_existing_choices_are_returned(tmp_path):
@@ -342,7 +388,7 @@ def test_install_again_with_other_arguments_takes_effect(tmp_path):
     """The process-wide USE policy follows install()/enabled() arguments (top_k, artifact_dir): the
     FX-graph key already changes with them, so the pruning must change too."""
     import ah_plugin
-    from ah_plugin import inductor_hooks, ranking
+    from ah_plugin import ranking, registry
 
     first, second = tmp_path / "first", tmp_path / "second"
     first.mkdir()
@@ -351,7 +397,7 @@ def test_install_again_with_other_arguments_takes_effect(tmp_path):
     write_artifact(second, "_MMRankingSecond.py", name="MMRankingSecond", small=[(T[2], 0.9), (T[0], 0.1)])
 
     def used():
-        [found] = [p for p in inductor_hooks.registered_policies() if isinstance(p, ranking.RankingPolicy)]
+        [found] = [p for p in registry.registered_policies() if isinstance(p, ranking.RankingPolicy)]
         return found
 
     try:
@@ -371,12 +417,12 @@ def test_adaptive_k_and_its_knobs_from_the_python_api(tmp_path):
     """install()'s twins of AH_PLUGIN_TOP_K=adaptive / _TOP_K_MASS / _MIN_CHOICES / _KEEP_ATEN reach the
     USE policy, with the variables' meaning (a threshold alone means adaptive k)."""
     import ah_plugin
-    from ah_plugin import inductor_hooks, ranking
+    from ah_plugin import ranking, registry
 
     write_artifact(tmp_path, "_MMRankingTest.py")
 
     def options():
-        [found] = [p for p in inductor_hooks.registered_policies() if isinstance(p, ranking.RankingPolicy)]
+        [found] = [p for p in registry.registered_policies() if isinstance(p, ranking.RankingPolicy)]
         return found.options
 
     try:

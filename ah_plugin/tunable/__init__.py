@@ -49,10 +49,10 @@ __all__ = [
 def _register_with_hook() -> None:
     """Put the cache first among the plugin's policies (a no-op when the hook cannot load)."""
     try:
-        from ah_plugin import inductor_hooks
+        from ah_plugin import registry
 
-        if POLICY not in inductor_hooks.registered_policies():
-            inductor_hooks.register_policy(POLICY, inductor_hooks.POSITION_CACHE)
+        if POLICY not in registry.registered_policies():
+            registry.register_policy(POLICY, registry.POSITION_CACHE)
     except Exception as error:  # never break the caller; the plain-request API keeps working
         import warnings
 

@@ -136,12 +136,11 @@ def rebuild(op: str, key: P.GemmParams, device: str):
 
 def _compile_once(fn, inputs):
     import torch
-    from torch._inductor import config
+
+    from ah_plugin.inductor import compile_tools
 
     torch._dynamo.reset()
-    patches = {"fx_graph_cache": False, "autotune_local_cache": False, "freezing": True}
-    patches = {name: value for name, value in patches.items() if hasattr(config, name)}
-    with config.patch(patches), torch.no_grad():
+    with compile_tools.options(fx_graph_cache=False, autotune_local_cache=False, freezing=True), torch.no_grad():
         compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
         return compiled(*inputs)
 

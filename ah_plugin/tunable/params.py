@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 
 # Inductor's op names for GEMMs, and where A and B sit among the op's inputs.
 # packed_linear (CPU, freezing) computes x @ W.t() with W stored as [N, K]: B is input 2 transposed.
+# pad_mm / pad_addmm / pad_bmm rows hold Inductor's shape-padding decision for the unpadded operands of an
+# mm / addmm / bmm (solution "pad" or "no_pad"), keyed like the op itself.
 OPERAND_INDEX = {
     "mm": (0, 1, False),
     "int_mm": (0, 1, False),
@@ -38,9 +40,14 @@ OPERAND_INDEX = {
     "addmm": (1, 2, False),
     "baddbmm": (1, 2, False),
     "packed_linear": (0, 2, True),
+    "pad_mm": (0, 1, False),
+    "pad_addmm": (1, 2, False),
+    "pad_bmm": (0, 1, False),
 }
 KNOWN_OPS = frozenset(OPERAND_INDEX)
-BIAS_INDEX = {"addmm": 0, "baddbmm": 0}  # ops whose key carries the bias layout, and where the bias sits
+PADDING_OPS = frozenset({"pad_mm", "pad_addmm", "pad_bmm"})
+# ops whose key carries the bias layout, and where the bias sits
+BIAS_INDEX = {"addmm": 0, "baddbmm": 0, "pad_addmm": 0}
 LEGACY_BIAS = {"addmm": "R"}  # what a row written before bias layouts were recorded means (None: unknown)
 WILDCARD = "*"
 
@@ -207,7 +214,7 @@ def parse_for(op: str, text: str) -> GemmParams:
             key = replace(key, bias=legacy)
         if op == "baddbmm" and "-b" not in key.bias:
             raise ParamsError(f"{op} params {text!r}: a baddbmm bias layout ends in -b<batch stride>")
-        if op == "addmm" and "-b" in key.bias:
+        if op in ("addmm", "pad_addmm") and "-b" in key.bias:
             raise ParamsError(f"{op} params {text!r}: an addmm bias layout has no -b<batch stride>")
     elif key.bias is not None:
         raise ParamsError(f"{op} params {text!r}: only addmm and baddbmm take a bias layout")
@@ -373,7 +380,7 @@ def from_request(op_name: str, features: dict, tensors: list[dict]) -> GemmParam
             b_stride=(features["mat2_stride_0"], features["mat2_stride_1"]),
             a_dtype=features["mat1_dtype"],
             b_dtype=features["mat2_dtype"],
-            batch=features.get("b") if op_name in ("bmm", "baddbmm") else None,
+            batch=features.get("b") if op_name in ("bmm", "baddbmm", "pad_bmm") else None,
             tf32=tf32,
             bias=bias,
         )

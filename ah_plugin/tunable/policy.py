@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from ah_plugin import aten_margin
 from ah_plugin.policy import AutotuneRequest
 
 from . import params as P
@@ -47,6 +48,16 @@ def heuristic_top1(request: AutotuneRequest) -> str | None:
     except Exception as error:
         store().warn_once(("top1", type(error).__name__), f"heuristic top-1 unavailable: {error}")
     return None
+
+
+def _margin() -> float:
+    """The plugin's aten margin (``AH_PLUGIN_ATEN_MARGIN``); 0 when the plugin's settings cannot be read."""
+    try:
+        from ah_plugin import settings
+
+        return settings.current().aten_margin
+    except Exception:  # a bad unrelated variable must not stop the cache from recording
+        return 0.0
 
 
 def request_key(request: AutotuneRequest) -> P.GemmParams | None:
@@ -181,6 +192,27 @@ class TunableCachePolicy:
             db.record(request.op_name, params, winner, timings[winner])
             verbose(2, f"tuned {request.op_name},{params} -> {winner} (the only candidate within tolerance)")
 
+    def padding_decision(self, request: AutotuneRequest) -> bool | None:
+        """The recorded shape-padding decision for this input (a ``pad_*`` row), or None."""
+        found = self._lookup(request)
+        if found is None or found[1] is None or found[1].solution not in (F.PAD, F.NO_PAD):
+            return None
+        key, entry, _ = found
+        store().stats.hits += 1
+        verbose(2, f"hit {request.op_name},{key.encode()} -> {entry.solution}")
+        return entry.solution == F.PAD
+
+    def on_padding_decision(self, request: AutotuneRequest, pad: bool, time_ms: float) -> None:
+        """Inductor benchmarked padding for this input: record the decision (tuning on)."""
+        if not S.is_enabled() or not S.tuning_is_enabled():
+            return
+        key = request_key(request)
+        if key is None:
+            return
+        solution = F.PAD if pad else F.NO_PAD
+        store().record(request.op_name, key.encode(), solution, time_ms)
+        verbose(2, f"tuned {request.op_name},{key.encode()} -> {solution} ({time_ms:.4g} ms)")
+
     def on_timings(self, request: AutotuneRequest, timings: dict[str, float], untimed: list[str]) -> None:
         if not S.is_enabled() or not S.tuning_is_enabled():
             return
@@ -199,7 +231,7 @@ class TunableCachePolicy:
         }
         if not valid:
             return
-        winner = min(valid, key=valid.get)
+        winner = aten_margin.winner(valid, _margin())  # the kernel Inductor compiles (the adapter applies the same rule)
         db.record(request.op_name, params, winner, valid[winner])
         verbose(2, f"tuned {request.op_name},{params} -> {winner} ({valid[winner]:.4g} ms)")
         verbose(3, f"timings {request.op_name},{params}: {sorted(valid.items(), key=lambda kv: kv[1])}")

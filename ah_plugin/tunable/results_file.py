@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from . import params as P
 
 DEFAULT_SOLUTION = "Default"
+PAD, NO_PAD = "pad", "no_pad"  # the solutions of pad_mm / pad_addmm / pad_bmm rows
 VALIDATOR = "Validator"
 
 

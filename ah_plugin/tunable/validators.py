@@ -54,18 +54,13 @@ def _static(ordinal: int) -> tuple[tuple[str, str], ...]:
 def _inductor_settings() -> list[tuple[str, str]]:
     """User-facing Inductor configuration values that change the GEMM candidates."""
     try:
-        from torch._inductor import config
-    except Exception:
+        from ah_plugin.inductor import compile_tools  # lazy: validators are read only once the cache is used
+    except Exception:  # the adapter cannot load: no Inductor settings to compare
         return []
-    out = []
-    for key, name in (
-        ("INDUCTOR_GEMM_BACKENDS", "max_autotune_gemm_backends"),
-        ("INDUCTOR_GEMM_SEARCH_SPACE", "max_autotune_gemm_search_space"),
-    ):
-        value = getattr(config, name, None)
-        if value is not None:
-            out.append((key, str(value)))
-    return out
+    values = compile_tools.option_values("max_autotune_gemm_backends", "max_autotune_gemm_search_space")
+    names = {"max_autotune_gemm_backends": "INDUCTOR_GEMM_BACKENDS",
+             "max_autotune_gemm_search_space": "INDUCTOR_GEMM_SEARCH_SPACE"}
+    return [(names[name], str(value)) for name, value in values.items() if value is not None]
 
 
 def current(ordinal: int | None = None) -> dict[str, str]:

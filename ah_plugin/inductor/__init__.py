@@ -1,0 +1,97 @@
+"""The plugin's adapter to Inductor: the only package that imports ``torch._inductor``.
+
+The rest of ``ah_plugin`` (and ``torchgen_ah``, the benchmarks) sees plain data: policies get
+``AutotuneRequest``s, and the tools get the functions of ``compile_tools`` and ``collection``. What
+is installed, and where each piece hooks in (docs/inductor_versions.md has the table per torch version):
+
+* ``choices.PluginChoices``, an ``InductorChoices`` subclass set as ``config.inductor_choices_class``:
+  widens and prunes GEMM candidates before code generation, and keys compiled graphs by the settings;
+* ``autotune.preprocess`` (``select_algorithm.add_preprocessing_fn``) and ``autotune.feedback``
+  (``add_feedback_saver``): pruning where the first hook cannot see, the numerical check, the
+  benchmark plan, the timings to the policies, the aten margin;
+* the patches of ``patches/`` for what Inductor has no override point for.
+
+Importing this package imports Inductor; ``ah_plugin`` imports it only once a switch asks for the
+plugin (``import torch`` stays free of it otherwise).
+"""
+
+from __future__ import annotations
+
+import uuid as _uuid
+
+import torch._inductor.config as inductor_config
+from torch._inductor import select_algorithm
+
+from .. import registry
+from . import autotune, choices
+from .patches import benchmarker, builtin_autoheuristic, pad_mm
+from .requests import build_request, caller_ids, default_log_path, ktc_ids
+
+_state = {"callbacks": False, "installed": False, "nonce": _uuid.uuid4().hex}
+
+
+def _handled_ops() -> frozenset:
+    if not _state["installed"]:
+        return frozenset()
+    current = autotune._current_settings()
+    return current.handled_ops if current is not None else frozenset()
+
+
+def _acting() -> bool:
+    if not _state["installed"]:
+        return False
+    current = autotune._current_settings()
+    return current is not None and current.active
+
+
+def _timing():
+    current = autotune._current_settings()
+    return current.timing if current is not None else None
+
+
+def is_installed() -> bool:
+    return _state["installed"]
+
+
+def install() -> None:
+    """Install every hook (idempotent). Which ops they act on is read from the settings at each call."""
+    if not _state["callbacks"]:
+        # Inductor has no "remove one callback" API: these stay and do nothing while uninstalled
+        select_algorithm.add_preprocessing_fn(_preprocess)
+        select_algorithm.add_feedback_saver(_feedback)
+        _state["callbacks"] = True
+    registry.sync_verbose_handler()
+    if _state["installed"]:
+        return
+    builtin_autoheuristic.install(_handled_ops)
+    pad_mm.install(_acting, _timing)
+    choices.install(inductor_config, _state["nonce"])
+    _state["installed"] = True
+
+
+def uninstall() -> None:
+    """Undo ``install``: Inductor's functions, choices class and this thread's handler as they were."""
+    if not _state["installed"]:
+        return
+    builtin_autoheuristic.uninstall()
+    pad_mm.uninstall()
+    benchmarker.uninstall()
+    choices.uninstall(inductor_config)
+    _state["installed"] = False
+
+
+def _preprocess(choices_):
+    if not _state["installed"]:
+        return choices_
+    return autotune.preprocess(choices_)
+
+
+def _feedback(timings, name, input_nodes, choices_, profiled_time_fn=None, precompile_times=None):
+    if _state["installed"]:
+        autotune.feedback(timings, name, input_nodes, choices_, profiled_time_fn, precompile_times)
+
+
+builtin_would_act = builtin_autoheuristic.builtin_would_act
+
+__all__ = ["install", "uninstall", "is_installed", "build_request", "caller_ids", "ktc_ids", "default_log_path",
+           "builtin_would_act"]

@@ -1,0 +1,224 @@
+"""One autotuning, start to finish: the policies are asked before code generation (``pre_codegen``),
+again after it where the first hook could not see the candidates (``preprocess``), and told the
+timings afterwards (``feedback``).
+
+* ``pre_codegen``: every candidate of an mm/addmm/bmm as a cheap ``KernelTemplateChoice`` (no Triton
+  code yet): the search space is widened, ids are put on the candidates, and the first policy with an
+  opinion prunes them. One kept candidate means Inductor benchmarks nothing; aten alone means no
+  template is compiled either.
+* ``preprocess`` (Inductor's preprocessing function, every autotuning, the CPU's ``packed_linear``
+  included): prunes what no pre-codegen hook saw, runs the numerical check a policy asks for, and puts
+  the benchmark plan on the candidates (CUDA-graph replay timing, TunableOp limits).
+* ``feedback`` (Inductor's feedback saver): every candidate's time goes to the policies, and the aten
+  margin is applied to the timings Inductor picks its winner from: a template wins over aten only when
+  it is faster by ``AH_PLUGIN_ATEN_MARGIN`` (``ah_plugin.aten_margin``). Torch 2.13's
+  ``InductorChoices.override_best_choice`` is not used for this: Inductor does not call it on the
+  multi-template path that max-autotune GEMMs take on the GPU (the benchmark-epilogue-fusion path),
+  and torch 2.11 has no such hook; feedback savers run before the winner is taken on both paths.
+
+Everything here is guarded: an exception warns once and the autotuning goes on as Inductor's own.
+"""
+
+from __future__ import annotations
+
+import torch._inductor.config as inductor_config
+
+from .. import aten_margin, registry, settings
+from ..policy import AutotuneRequest
+from ..replay_timing import METHOD_REPLAY
+from . import numerical_check, wide_space
+from .patches import benchmarker, selector_frame
+from .requests import build_request, caller_ids, is_extern_caller, ktc_ids
+
+ID_ANNOTATION = "ah_plugin_id"
+
+
+def _current_settings():
+    """``settings.current()``; None (warned once) when a variable holds a bad value."""
+    try:
+        return settings.current()
+    except Exception as exc:  # Inductor calls this outside our guarded hooks too: never raise
+        registry.warn_once(("settings", str(exc)), f"ah_plugin: {exc}; the plugin leaves Inductor's choices alone")
+        return None
+
+
+def timing_method(device_type: str, current) -> str | None:
+    """How this autotuning's candidates are timed: replay on CUDA when asked for (and the candidates are
+    benchmarked in this process), else Inductor's own (None)."""
+    if current is None or current.timing != METHOD_REPLAY or device_type != "cuda":
+        return None
+    if getattr(inductor_config, "autotune_in_subproc", False):
+        registry.warn_once("subproc", "ah_plugin: TORCHINDUCTOR_AUTOTUNE_IN_SUBPROC=1 benchmarks Triton candidates in "
+                                      "a subprocess; they are timed per call there, not by CUDA-graph replay")
+        return None
+    return METHOD_REPLAY
+
+
+def select(request: AutotuneRequest, current) -> list[str] | None:
+    """The first policy's answer that keeps at least one existing candidate; None: keep all."""
+    if request.op_name in current.collect_ops:
+        return None  # collecting: every candidate must be timed
+    for policy in registry.policies_for(request.op_name):
+        if getattr(policy, "select", None) is None:
+            continue
+        answer = registry.call_policy(policy, "select", request)
+        if answer is None or answer is registry.FAILED:
+            continue
+        existing = set(request.candidates)
+        keep = [cid for cid in answer if cid in existing]
+        if not keep:
+            registry.warn_once(("empty", registry.policy_name(policy)),
+                               f"ah_plugin: policy {registry.policy_name(policy)} kept no existing choice; ignoring it")
+            continue
+        registry.verbose(f"{request.op_name} ({request.stage}): {registry.policy_name(policy)} keeps "
+                         f"{len(keep)} of {len(request.candidates)}")
+        return keep
+    return None
+
+
+def _kept(items: list, ids: list[str], keep: list[str] | None) -> tuple[list, list[str]]:
+    if keep is None:
+        return items, ids
+    keep_set = set(keep)
+    pairs = [(item, cid) for item, cid in zip(items, ids) if cid in keep_set]
+    return [item for item, _ in pairs], [cid for _, cid in pairs]
+
+
+def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrides):
+    """Widen, name and prune the KernelTemplateChoices of one autotuning (before any code exists)."""
+    if not ktcs:
+        return ktcs
+    current = settings.current()
+    if not (current.active or registry.registered_policies()):
+        return ktcs
+    if current.search_space == "wide" and op_name in current.handled_ops:
+        try:
+            ktcs = wide_space.widened(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrides, current)
+        except Exception as exc:  # a torch without the exhaustive list: keep Inductor's space
+            registry.warn_once(("space", type(exc)), f"ah_plugin: wider search space unavailable ({exc!r})")
+    ids = ktc_ids(ktcs)
+    for ktc, cid in zip(ktcs, ids):
+        ktc.annotations[ID_ANNOTATION] = cid
+    if not registry.policies_for(op_name):
+        return ktcs
+    request = build_request(op_name, kernel_inputs.nodes(), ids, "pre_codegen")
+    return _kept(ktcs, ids, select(request, current))[0]
+
+
+def preprocess(choices):
+    """Inductor's preprocessing function: prune (when pre-codegen could not), check, plan the benchmark."""
+    if not choices:
+        return choices
+    try:
+        current = _current_settings()
+        local = selector_frame.selector_locals(depth=2)
+        if current is None or local is None:
+            return choices
+        name, nodes = local["name"], local["input_nodes"]
+        if name is None or not nodes:
+            return choices
+        policies = registry.policies_for(name)
+        if not policies:
+            return choices
+        ids = caller_ids(choices)
+        request = build_request(name, nodes, ids, "post_codegen")
+        if not any((getattr(c, "annotations", None) or {}).get(ID_ANNOTATION) for c in choices):
+            keep = select(request, current)  # else the pre-codegen hook already asked the policies
+            if keep is not None:
+                choices, ids = _kept(choices, ids, keep)
+                request = build_request(name, nodes, ids, "post_codegen")
+        choices = numerical_check.checked(choices, ids, request, local, policies)
+        return _planned(choices, request, policies, nodes[0].get_device().type, current)
+    except Exception as exc:
+        registry.warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
+        return choices
+
+
+def _limits(request: AutotuneRequest, policies) -> dict | None:
+    """The strictest limits the policies ask for (optional ``benchmark_limits(request)``); None when none asks."""
+    limits: dict = {}
+    for policy in policies:
+        if getattr(policy, "benchmark_limits", None) is None:
+            continue
+        answer = registry.call_policy(policy, "benchmark_limits", request)
+        if not answer or answer is registry.FAILED:
+            continue
+        for key in ("duration_ms", "iterations"):
+            value = answer.get(key)
+            if value is not None and int(value) > 0:
+                limits[key] = min(int(value), limits.get(key, int(value)))
+    return limits or None
+
+
+def _planned(choices, request: AutotuneRequest, policies, device_type: str, current):
+    """Put the benchmark plan (timing method, limits) on the candidates that will be benchmarked."""
+    if len(choices) < 2:
+        return choices  # nothing is benchmarked
+    plan = benchmarker.Plan(timing=timing_method(device_type, current), limits=_limits(request, policies))
+    if plan.timing is None and plan.limits is None:
+        return choices
+    registry.verbose(f"{request.op_name}: {len(choices)} candidates timed by "
+                     f"{plan.timing or 'Inductor (per call)'}" + (f", limited to {plan.limits}" if plan.limits else ""))
+    for choice in benchmarker.with_plan(choices, plan):
+        choice._ah_plugin_plan = plan
+    return choices
+
+
+def _plan_of(choices):
+    for choice in choices:
+        plan = getattr(choice, "_ah_plugin_plan", None)
+        if plan is not None:
+            return plan
+    return None
+
+
+def feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precompile_times=None):
+    """Inductor's feedback saver: every candidate's time to the policies, then the aten margin."""
+    try:
+        current = _current_settings()
+        policies = [p for p in registry.policies_for(name) if hasattr(p, "on_timings")]
+        if current is None or not choices or not (policies or name in current.use_ops):
+            return
+        plan = _plan_of(choices)
+        ids = caller_ids(choices)
+        method = plan.method() if plan is not None else None
+        request = build_request(name, input_nodes, ids, "feedback", timing=method)
+        timed: dict[str, float] = {}
+        untimed: list[str] = []
+        for choice, cid in zip(choices, ids):
+            value = timings.get(choice)
+            try:
+                value = float(value) if value is not None else None
+            except (TypeError, ValueError):
+                value = None
+            if value is None or value != value or value in (float("inf"), float("-inf")):
+                untimed.append(cid)
+            else:
+                timed[cid] = value
+    except Exception as exc:
+        registry.warn_once(("feedback", type(exc)), f"ah_plugin: feedback hook failed ({exc!r}); nothing recorded")
+        return
+    for policy in policies:
+        registry.call_policy(policy, "on_timings", request, timed, untimed)
+    if name in current.collect_ops:
+        return  # collecting: Inductor's own pick, nothing else changes
+    try:
+        _apply_margin(timings, choices, ids, current.aten_margin)
+    except Exception as exc:
+        registry.warn_once(("margin", type(exc)), f"ah_plugin: aten margin not applied ({exc!r})")
+
+
+def _apply_margin(timings, choices, ids, margin: float) -> None:
+    """Raise the times of templates that do not beat aten by ``margin`` to just above aten's, so Inductor's
+    minimum picks aten unless a template is faster by the margin. Idempotent (feedback savers run again
+    on in-process cache hits with the same dict)."""
+    by_id = {cid: float(timings[c]) for c, cid in zip(choices, ids) if c in timings}
+    aten = {cid for c, cid in zip(choices, ids) if is_extern_caller(c)}
+    losers = aten_margin.losing_templates(by_id, aten, margin)
+    if not losers:
+        return
+    floor = aten_margin.floor_time(by_id, aten)
+    for choice, cid in zip(choices, ids):
+        if cid in losers:
+            timings[choice] = max(float(timings[choice]), floor)
+    registry.verbose(f"aten margin {margin:g}: {len(losers)} template(s) lose to aten")

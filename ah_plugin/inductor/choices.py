@@ -1,0 +1,123 @@
+"""The plugin's ``InductorChoices``: the override points Inductor offers, each with what it does here.
+
+Installed through ``config.inductor_choices_class`` (a factory that builds the class set before, with
+ours mixed in over it, so a user's own choices class keeps its overrides; ``uuid()`` chains too) and,
+for a thread that had already built its handler, ``V.set_choices_handler``.
+
+Checked on torch 2.11 and 2.13: ``InductorChoices._finalize_template_configs(template_choices,
+kernel_inputs, templates, op_name, kwarg_overrides)`` and ``uuid()`` (used in the FX-graph cache key of
+a configured choices class).
+"""
+
+from __future__ import annotations
+
+from torch._inductor.choices import InductorChoices
+from torch._inductor.virtualized import V
+
+from .. import registry, settings
+from . import autotune
+
+_state = {"installed": False, "nonce": ""}
+
+
+class PluginChoices(InductorChoices):
+    """Inductor's heuristics, with the plugin's say over GEMM candidates."""
+
+    def uuid(self):
+        """Cache key part: the plugin's settings and policies, so switching modes never reuses a kernel."""
+        parent = None
+        base_uuid = getattr(super(), "uuid", None)
+        if base_uuid is not None:
+            try:
+                parent = base_uuid()
+            except NotImplementedError:
+                parent = None
+        current = autotune._current_settings()
+        described = settings.describe(current) if current is not None else "settings=invalid"
+        policies = ",".join(registry.policy_key(p) for p in registry.registered_policies())
+        nonce = _state["nonce"] if current is not None and current.collect else ""
+        return f"ah_plugin:{described};policies={policies};{nonce};parent={parent}"
+
+    def _finalize_template_configs(self, template_choices, kernel_inputs, templates, op_name, kwarg_overrides=None):
+        """Before code generation: widen the GEMM search space and let the policies prune the candidates."""
+        ktcs = super()._finalize_template_configs(template_choices, kernel_inputs, templates, op_name, kwarg_overrides)
+        if not _state["installed"]:
+            return ktcs
+        try:
+            return autotune.pre_codegen(self, ktcs, kernel_inputs, templates, op_name, kwarg_overrides)
+        except Exception as exc:
+            registry.warn_once(("pre", type(exc)),
+                               f"ah_plugin: pre-codegen hook failed ({exc!r}); using Inductor's choices")
+            return ktcs
+
+
+_classes: dict = {}
+
+
+def plugin_class(base_cls) -> type:
+    """``PluginChoices`` over ``base_cls`` (a user's subclass of InductorChoices keeps its overrides)."""
+    if base_cls is InductorChoices or issubclass(base_cls, PluginChoices):
+        return PluginChoices if base_cls is InductorChoices else base_cls
+    cls = _classes.get(base_cls)
+    if cls is None:
+        cls = _classes[base_cls] = type(f"AHPlugin{base_cls.__name__}", (PluginChoices, base_cls), {})
+    return cls
+
+
+class ChoicesFactory:
+    """The ``config.inductor_choices_class`` value: builds the class that was set before, with ours over it."""
+
+    def __init__(self, previous):
+        self.previous = previous
+
+    def _base(self) -> type:
+        if self.previous is None:
+            return InductorChoices
+        return self.previous if isinstance(self.previous, type) else type(self.previous())
+
+    def __call__(self):
+        return plugin_class(self._base())()
+
+    def uuid(self):
+        return self().uuid()
+
+    def __deepcopy__(self, memo):  # torch deep-copies config values when it snapshots them
+        return self
+
+    def __reduce__(self):
+        # pickled with the config (save_config): the uuid travels along, so torch versions that hash
+        # the pickled config also see a mode change
+        return (_restore_factory, (self.previous, self.uuid()))
+
+
+def _restore_factory(previous, _uuid_at_pickling=None):
+    return ChoicesFactory(previous)
+
+
+def install(inductor_config, nonce: str) -> None:
+    """Make Inductor build our choices class from now on, in this thread too."""
+    _state["nonce"] = nonce
+    if not isinstance(inductor_config.inductor_choices_class, ChoicesFactory):
+        _state["previous"] = inductor_config.inductor_choices_class
+        inductor_config.inductor_choices_class = ChoicesFactory(_state["previous"])
+    handler = V.choices  # built from the config just set when this thread had none yet
+    if not isinstance(handler, PluginChoices):
+        _state["thread_previous"] = handler
+        V.set_choices_handler(plugin_class(type(handler))())
+    _state["installed"] = True
+
+
+def uninstall(inductor_config) -> None:
+    """Inductor's choices class back as it was, in this thread too."""
+    if isinstance(inductor_config.inductor_choices_class, ChoicesFactory):
+        inductor_config.inductor_choices_class = _state.pop("previous", None)
+    previous = _state.pop("thread_previous", None)
+    if previous is None:
+        factory = inductor_config.inductor_choices_class
+        previous = factory() if factory is not None else InductorChoices()
+    V.set_choices_handler(previous)
+    _state["installed"] = False
+
+
+def is_installed() -> bool:
+    return _state["installed"]

@@ -1,0 +1,141 @@
+"""Inductor settings and observations for the tools around the plugin (demo, evaluation, benchmarks,
+offline tuning), so that none of them reaches into ``torch._inductor`` itself.
+
+* ``set_options(**values)``: set Inductor config entries, each only where this torch has it;
+* ``options(**values)``: the same for a ``with`` block;
+* ``freeze_constant_weights()``: the CPU path's switch (``freezing``): a constant weight under
+  ``torch.no_grad()`` lowers as ``packed_linear``, the GEMM Inductor autotunes on the CPU;
+* ``without_compile_caches()``: every compile autotunes afresh (FX-graph, autotune and AOT caches off);
+* ``observe_autotunings(records)``: what each autotuning offered and benchmarked, through Inductor's own
+  callbacks (registered after the plugin's, so the list is the pruned one), ids in the plugin's scheme;
+* ``mode_options(mode)``: the config patches of a ``torch.compile`` mode;
+* ``builtin_mm_ranking(...)``: what torch's shipped H100 AutoHeuristic artifact ranks for an input.
+
+Checked on torch 2.11 and 2.13.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import torch._functorch.config as functorch_config
+import torch._inductor.config as inductor_config
+from torch._inductor import list_mode_options, select_algorithm
+from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, AHMetadata, mm_operations
+
+from .requests import caller_ids
+
+
+def set_options(**values) -> dict:
+    """Set each Inductor config entry this torch has; returns the ones set (name -> value)."""
+    applied = {name: value for name, value in values.items() if hasattr(inductor_config, name)}
+    for name, value in applied.items():
+        setattr(inductor_config, name, value)
+    return applied
+
+
+def option_values(*names: str) -> dict:
+    """The current value of each named Inductor config entry (None where this torch lacks it)."""
+    return {name: getattr(inductor_config, name, None) for name in names}
+
+
+@contextlib.contextmanager
+def options(**values):
+    """``set_options`` for a ``with`` block (entries this torch lacks are skipped)."""
+    applied = {name: value for name, value in values.items() if hasattr(inductor_config, name)}
+    with inductor_config.patch(applied):
+        yield applied
+
+
+def freeze_constant_weights(on: bool = True) -> None:
+    """Inductor's ``freezing``: constant weights are folded, and a CPU GEMM becomes ``packed_linear``."""
+    inductor_config.freezing = on
+
+
+def without_compile_caches() -> None:
+    """Every compile in this process autotunes afresh: FX-graph, autotune and AOT-autograd caches off.
+
+    ``force_disable_caches`` stays off: it gives every compile a fresh cache folder, so repeated compiles
+    would also recompile every kernel."""
+    set_options(fx_graph_cache=False, fx_graph_remote_cache=False, autotune_local_cache=False,
+                autotune_remote_cache=False, bundled_autotune_remote_cache=False, force_disable_caches=False)
+    for name in ("enable_autograd_cache", "enable_remote_autograd_cache"):
+        if hasattr(functorch_config, name):
+            setattr(functorch_config, name, False)
+
+
+def mode_options(mode: str, dynamic: bool = False) -> dict:
+    """The Inductor options ``torch.compile(mode=mode)`` applies."""
+    return list_mode_options(mode, dynamic)
+
+
+def observe_autotunings(records: list) -> None:
+    """Append one record per autotuning: ``{"offered": ids left to benchmark, "names", "timed": ids timed,
+    "op"}``. Observation never changes the compile."""
+
+    def offered(choices):
+        try:
+            records.append({"offered": caller_ids(choices),
+                            "names": [getattr(c, "name", str(c)) for c in choices], "timed": []})
+        except Exception as exc:  # observing must never break a compile
+            records.append({"offered": [], "names": [], "timed": [], "error": repr(exc)})
+        return choices
+
+    def timed(timings, name, input_nodes, choices, *args, **kwargs):
+        ids = caller_ids(list(timings))
+        for record in reversed(records):
+            if not record["timed"] and set(ids) <= set(record["offered"]):
+                record["timed"] = ids
+                record["op"] = name
+                break
+        else:
+            records.append({"offered": ids, "names": [], "timed": ids, "op": name})
+
+    select_algorithm.add_preprocessing_fn(offered)
+    select_algorithm.add_feedback_saver(timed)
+
+
+def _builtin_context(features: dict, op_name: str) -> AHContext:
+    """An ``AHContext`` with the features torch's mm AutoHeuristic adds, in its order, plus its operations."""
+    context = AHContext()
+    for name in ("m", "k", "n"):
+        context.add_feature(name, int(features[name]))
+    for name in ("mat1_dtype", "mat2_dtype"):
+        context.add_feature(name, features[name], is_categorical=True)
+    for mat in ("mat1", "mat2"):
+        for i in range(2):
+            context.add_feature(f"{mat}_stride_{i}", int(features[f"{mat}_stride_{i}"]))
+    for name in ("mat1_iscontig", "mat2_iscontig"):
+        context.add_feature(name, features[name], is_categorical=True)
+    if op_name == "mm" and "using_tf32" in features:
+        context.add_feature("using_tf32", features["using_tf32"], is_categorical=True)
+    context.apply_operations(mm_operations())
+    return context
+
+
+def builtin_mm_ranking(features: dict, metadata: dict, candidates: list[str], heuristic) -> list[str] | None:
+    """Upstream ids ``heuristic`` (an instance of torch's shipped learned heuristic, e.g. its
+    ``MMRankingH100``) ranks for one input, best first, restricted to ``candidates``; None when it makes
+    no decision (precondition false, features missing)."""
+    op_name = metadata.get("name", "mm")
+    capa = metadata.get("device_capa")
+    ah_metadata = AHMetadata(shared_memory=metadata.get("shared_memory"),
+                             device_capa=tuple(capa) if capa is not None else None,
+                             choices=list(candidates), name=op_name)
+    try:
+        context = _builtin_context(features, op_name)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not heuristic.check_precondition(ah_metadata, context):
+        return None
+    ranked = heuristic.get_decisions_ranked(context)
+    if ranked is None:
+        return None
+    return [c for c in ranked if c in ah_metadata.choices]
+
+
+def shipped_heuristic(name: str):
+    """An instance of one of torch's shipped AutoHeuristic artifacts (``MMRankingH100``, ``MMRankingA100``)."""
+    module = importlib.import_module(f"torch._inductor.autoheuristic.artifacts._{name}")
+    return getattr(module, name)()

@@ -1,0 +1,187 @@
+"""How the candidates of a handled autotuning are timed: by CUDA-graph replay, and within limits.
+
+Every candidate's ``ChoiceCaller.benchmark`` ends in Inductor's process-wide benchmarker
+(``runtime.benchmarking.benchmarker``): ``benchmark_gpu(callable, ...)`` for GPU work,
+``benchmark_cpu(callable, ...)`` on the CPU. Torch 2.11 has no switch to time autotuning by CUDA-graph
+replay (``Benchmarker.benchmark_gpu_with_cuda_graph`` exists from 2.13, with one call per graph and the
+per-call event timing around each replay), so the plugin wraps both methods on that instance. The
+wrappers are inert unless a *plan* is active; ``with_plan`` wraps each candidate's ``benchmark`` so that
+the plan is active exactly while that candidate is benchmarked, so other autotunings, Triton's own
+benchmarks and the plugin-off path are untouched. A plan holds:
+
+* ``timing``: ``replay_timing.METHOD_REPLAY`` to time GPU candidates with ``replay_time_ms`` (several
+  calls captured in one graph, replay time divided by the count); a candidate that cannot be captured
+  falls back to Inductor's timing and the plan notes it (``methods`` then holds both: the collector
+  does not log such an input, whose times would mix two methods);
+* ``limits``: ``{"duration_ms", "iterations"}`` caps from the results cache's TunableOp settings,
+  mapped onto the benchmarker's keywords (``_LIMIT_MAPS``), or onto the replay's length.
+
+Checked on torch 2.11 and 2.13 (``InductorBenchmarker.benchmark_gpu(_callable, ..., benchmark_iters,
+max_benchmark_duration, return_mode)``, ``Benchmarker.benchmark_cpu(_callable, warmup, rep)``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from dataclasses import dataclass, field
+
+from torch._inductor.runtime import benchmarking
+
+from ... import registry
+from ...replay_timing import DEFAULT_REPLAYS, DEFAULT_TARGET_MS, METHOD_PER_CALL, METHOD_REPLAY, \
+    ReplayTimingError, replay_time_ms
+
+
+@dataclass
+class Plan:
+    """What holds while one autotuning's candidates are benchmarked."""
+
+    timing: str | None = None  # METHOD_REPLAY, or None for Inductor's own timing
+    limits: dict | None = None  # {"duration_ms": int, "iterations": int}
+    methods: set = field(default_factory=set)  # the methods that actually timed a candidate
+
+    def method(self) -> str | None:
+        """The one method every timed candidate used; "mixed" when they differ; None when none ran."""
+        if not self.methods:
+            return None
+        return next(iter(self.methods)) if len(self.methods) == 1 else "mixed"
+
+
+_active: contextvars.ContextVar = contextvars.ContextVar("ah_plugin_benchmark_plan", default=None)
+
+# How a limit maps onto a benchmarker method's keyword arguments, tried in order: the first entry whose
+# keywords the method accepts wins; each keyword is lowered to min(its value, the limit).
+#   InductorBenchmarker.benchmark_gpu (torch's default): timed iterations and the duration (ms) it fits them in;
+#   TorchProfilerBenchmarker.benchmark_gpu: ``rep`` counts iterations there;
+#   TritonBenchmarker.benchmark_gpu: keywords go on to triton's do_bench, whose ``rep`` is milliseconds;
+#   Benchmarker.benchmark_cpu: ``rep`` is the milliseconds of timed runs (no iteration count exists).
+_LIMIT_MAPS = {
+    "benchmark_gpu": (
+        {"benchmark_iters": "iterations", "max_benchmark_duration": "duration_ms"},
+        {"rep": "iterations", "max_benchmark_duration": "duration_ms"},
+        {"rep@do_bench": "duration_ms"},
+    ),
+    "benchmark_cpu": ({"rep": "duration_ms"},),
+}
+
+
+class _Wrapped:
+    benchmarker = None  # the instance wrapped
+    originals: dict = {}  # method name -> the bound method replaced
+    limit_plans: dict = {}  # method name -> {keyword: (limit name, default value)} or None
+
+
+def with_plan(choices, plan: Plan):
+    """Make ``plan`` active while each of ``choices`` is benchmarked (the same list back)."""
+    install()
+    for choice in choices:
+        original = getattr(choice.benchmark, "_ah_plugin_unplanned", choice.benchmark)
+
+        def benchmark(*args, _original=original, **kwargs):
+            token = _active.set(plan)
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                _active.reset(token)
+
+        benchmark._ah_plugin_unplanned = original
+        choice.benchmark = benchmark
+    return choices
+
+
+def install() -> None:
+    """Put the wrappers on Inductor's benchmarker instance (on the first plan; inert while none is active)."""
+    bench = getattr(benchmarking, "benchmarker", None)
+    if bench is None or _Wrapped.benchmarker is bench:
+        return
+    uninstall()
+    originals = {}
+    for name in _LIMIT_MAPS:
+        original = getattr(bench, name, None)
+        if original is not None:
+            originals[name] = original
+            bench.__dict__[name] = _planned_method(name, original)
+    _Wrapped.benchmarker, _Wrapped.originals, _Wrapped.limit_plans = bench, originals, {}
+
+
+def uninstall() -> None:
+    bench = _Wrapped.benchmarker
+    if bench is not None:
+        for name in _Wrapped.originals:
+            bench.__dict__.pop(name, None)
+    _Wrapped.benchmarker, _Wrapped.originals, _Wrapped.limit_plans = None, {}, {}
+
+
+def _limit_plan(name: str, original):
+    """{keyword: (limit name, default)} for this method's signature; None (noted) when no map fits."""
+    try:
+        params = inspect.signature(original).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for mapping in _LIMIT_MAPS[name]:
+            plan = {}
+            for keyword, limit in mapping.items():
+                if keyword.endswith("@do_bench"):  # forwarded through **kwargs to triton's do_bench
+                    keyword = keyword.split("@")[0]
+                    do_bench = getattr(_Wrapped.benchmarker, "triton_do_bench", None) if takes_any else None
+                    target = inspect.signature(do_bench).parameters if do_bench is not None else {}
+                else:
+                    target = params
+                if keyword not in target or target[keyword].default is inspect.Parameter.empty:
+                    break
+                plan[keyword] = (limit, target[keyword].default)
+            else:
+                return plan
+    except (TypeError, ValueError) as exc:
+        registry.verbose(f"benchmark limits: cannot read the signature of {name} ({exc!r})")
+    registry.verbose(f"benchmark limits: {type(_Wrapped.benchmarker).__name__}.{name} takes none of the "
+                     f"known keywords; its benchmarks are not limited")
+    return None
+
+
+def _limited_kwargs(name: str, original, limits: dict, kwargs: dict) -> dict:
+    if name not in _Wrapped.limit_plans:
+        _Wrapped.limit_plans[name] = _limit_plan(name, original)
+    plan = _Wrapped.limit_plans[name]
+    if plan is None:
+        return kwargs
+    kwargs = dict(kwargs)
+    for keyword, (limit, default) in plan.items():
+        if limit in limits:
+            current = kwargs.get(keyword, default)
+            kwargs[keyword] = limits[limit] if current is None else min(current, limits[limit])
+    return kwargs
+
+
+def _replay(plan: Plan, callable_, kwargs: dict):
+    """The replay-timed result in the shape ``benchmark_gpu`` returns (a list for ``return_mode="all"``)."""
+    target = DEFAULT_TARGET_MS
+    limits = plan.limits or {}
+    if "duration_ms" in limits:
+        target = min(target, limits["duration_ms"] / DEFAULT_REPLAYS)
+    ms = replay_time_ms(callable_, target_ms=target)
+    return [ms] if kwargs.get("return_mode") == "all" else ms
+
+
+def _planned_method(name: str, original):
+    def planned(*args, **kwargs):
+        plan = _active.get()
+        if plan is None:
+            return original(*args, **kwargs)
+        if name == "benchmark_gpu" and plan.timing == METHOD_REPLAY and len(args) == 1:
+            try:
+                result = _replay(plan, args[0], kwargs)
+                plan.methods.add(METHOD_REPLAY)
+                return result
+            except ReplayTimingError as exc:
+                registry.warn_once(("replay", str(exc)[:80]),
+                                   f"ah_plugin: a candidate could not be timed by CUDA-graph replay ({exc}); "
+                                   "it is timed per call, and its input is not logged")
+        if plan.limits and len(args) <= 1:
+            kwargs = _limited_kwargs(name, original, plan.limits, kwargs)
+        plan.methods.add(METHOD_PER_CALL)
+        return original(*args, **kwargs)
+
+    planned.__wrapped__ = original
+    planned._ah_plugin_planned = True
+    return planned

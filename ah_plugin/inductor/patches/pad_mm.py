@@ -1,0 +1,144 @@
+"""Shape padding (Inductor's ``pad_mm`` pass) decided with replay timing, and recorded/replayed.
+
+The pass pads an mm, addmm or bmm whose sizes are not aligned when a quick benchmark finds the padded
+product faster (by 1.1x). That benchmark times each variant call by call (``get_do_bench``), and the
+decision flips between runs of one program: on an H200, 4097x4097x511 bf16 replays in 48 us padded
+and 116-125 us unpadded, yet two runs chose differently, and a results-cache hit run then missed the
+padded shape's key and re-tuned it. While the plugin is on:
+
+* ``get_do_bench`` returns the plugin's CUDA-graph replay timing when that is the timing method
+  (``AH_PLUGIN_TIMING``), so the decision rests on the times a compiled model sees;
+* ``should_pad`` first asks the policies for a recorded decision (``padding_decision(request)``: the
+  results cache answers from a ``pad_mm``/``pad_addmm``/``pad_bmm`` row), and after a benchmarked
+  decision tells them (``on_padding_decision(request, pad, time_ms)``) so the cache records it. A
+  recorded decision is applied only where the pass says the input *can* be padded.
+
+Checked on torch 2.11 and 2.13 (``pad_mm.should_pad(match, mat1, mat2, op, input=None)``, ``can_pad``,
+``get_do_bench()``, ``is_padded_faster(key, ori_time, pad_time)``, all called through module globals).
+"""
+
+from __future__ import annotations
+
+import contextvars
+
+import torch
+from torch._inductor.fx_passes import pad_mm as pad_mm_pass
+
+from ... import registry
+from ...policy import AutotuneRequest
+from ...replay_timing import METHOD_REPLAY, replay_time_ms
+from ..requests import tf32_enabled
+
+PAD_OPS = {"mm": "pad_mm", "addmm": "pad_addmm", "bmm": "pad_bmm"}
+_NAMES = ("should_pad", "get_do_bench", "is_padded_faster")
+
+_saved: dict = {}
+_measured: contextvars.ContextVar = contextvars.ContextVar("ah_plugin_pad_times", default=None)
+
+
+def _op_name(op) -> str | None:
+    for name in PAD_OPS:
+        if op is getattr(torch.ops.aten, name):
+            return name
+    return None
+
+
+def _describe(tensor) -> dict:
+    return {"size": [int(s) for s in tensor.shape], "stride": [int(s) for s in tensor.stride()],
+            "dtype": str(tensor.dtype)}
+
+
+def padding_request(op, mat1, mat2, input=None) -> AutotuneRequest | None:
+    """The plain-data request of one padding decision (None for an op the pass does not pad)."""
+    name = _op_name(op)
+    if name is None:
+        return None
+    tensors = [_describe(t) for t in ((input, mat1, mat2) if name == "addmm" else (mat1, mat2))]
+    tf32 = mat1.dtype == torch.float32 and tf32_enabled()
+    return AutotuneRequest(op_name=PAD_OPS[name], features={"using_tf32": str(bool(tf32))},
+                           metadata={"name": PAD_OPS[name]}, candidates=["pad", "no_pad"],
+                           stage="padding", tensors=tensors)
+
+
+def _asked(request: AutotuneRequest):
+    """The first policy's recorded decision for ``request``, or None."""
+    for policy in registry.policies_for(request.op_name):
+        if getattr(policy, "padding_decision", None) is None:
+            continue
+        answer = registry.call_policy(policy, "padding_decision", request)
+        if answer is not None and answer is not registry.FAILED:
+            return bool(answer)
+    return None
+
+
+def _tell(request: AutotuneRequest, pad: bool, time_ms: float) -> None:
+    for policy in registry.policies_for(request.op_name):
+        if getattr(policy, "on_padding_decision", None) is not None:
+            registry.call_policy(policy, "on_padding_decision", request, pad, time_ms)
+
+
+def _should_pad(match, mat1, mat2, op, input=None):
+    original = _saved["should_pad"]
+    if not _active():
+        return original(match, mat1, mat2, op, input)
+    try:
+        request = padding_request(op, mat1, mat2, input)
+        recorded = _asked(request) if request is not None else None
+    except Exception as exc:  # describing fake tensors must never break the pass
+        registry.warn_once(("pad_request", type(exc)), f"ah_plugin: padding decision not looked up ({exc!r})")
+        request, recorded = None, None
+    if recorded is not None and pad_mm_pass.can_pad(mat1, mat2, op, input):
+        registry.verbose(f"{request.op_name}: recorded decision {'pad' if recorded else 'no pad'}")
+        return recorded
+    token = _measured.set([])
+    try:
+        decision = original(match, mat1, mat2, op, input)
+        times = _measured.get()
+    finally:
+        _measured.reset(token)
+    if request is not None and times:
+        ori_time, pad_time = times[-1]
+        _tell(request, bool(decision), pad_time if decision else ori_time)
+    return decision
+
+
+def _is_padded_faster(key, ori_time, pad_time):
+    times = _measured.get()
+    if times is not None:
+        times.append((float(ori_time), float(pad_time)))
+    return _saved["is_padded_faster"](key, ori_time, pad_time)
+
+
+def _get_do_bench():
+    if _active() and _timing() == METHOD_REPLAY:
+        return replay_time_ms
+    return _saved["get_do_bench"]()
+
+
+_state = {"active": lambda: False, "timing": lambda: None}
+
+
+def _active() -> bool:
+    return _state["active"]()
+
+
+def _timing():
+    return _state["timing"]()
+
+
+def install(active, timing) -> None:
+    """Wrap the pass's functions. ``active()``: whether the plugin acts now; ``timing()``: the method."""
+    _state["active"], _state["timing"] = active, timing
+    replacements = {"should_pad": _should_pad, "get_do_bench": _get_do_bench,
+                    "is_padded_faster": _is_padded_faster}
+    for name in _NAMES:
+        if name in _saved or not callable(getattr(pad_mm_pass, name, None)):
+            continue
+        _saved[name] = getattr(pad_mm_pass, name)
+        setattr(pad_mm_pass, name, replacements[name])
+
+
+def uninstall() -> None:
+    for name, fn in _saved.items():
+        setattr(pad_mm_pass, name, fn)
+    _saved.clear()

@@ -1,0 +1,151 @@
+"""The policies the Inductor adapter asks, in order, and the guard around every call into them.
+
+No Inductor code lives here: a policy (``ah_plugin.policy.ChoicePolicy``) registers with a position,
+and the adapter (``ah_plugin.inductor``) asks ``policies_for(op)`` at each autotuning. Every call into a
+policy goes through ``call_policy``, which contains whatever the policy raises (``SystemExit`` from
+artifact code included; only a user's ``KeyboardInterrupt`` passes), warns once and lets the
+autotuning go on as if that policy had no opinion.
+
+Messages: one ``logging`` logger per package (``ah_plugin`` here). ``AH_PLUGIN_VERBOSE=1`` attaches a
+stderr handler at INFO to it; ``warn_once`` is for the few user-facing warnings that must be seen even
+without it, once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import warnings
+
+from . import settings
+
+log = logging.getLogger("ah_plugin")
+
+POSITION_CACHE = 0  # exact-shape results cache: a hit keeps one choice
+POSITION_HEURISTIC = 100  # learned ranking
+POSITION_COLLECTOR = 200  # learns only (select returns None)
+
+FAILED = object()  # what ``call_policy`` returns when the policy raised (already warned)
+
+_policies: list[tuple[int, int, object]] = []  # (position, registration number, policy)
+_lock = threading.Lock()
+_counter = [0]
+_warned: set = set()
+
+
+def warn_once(key, message: str) -> None:
+    """A user-facing warning, once per key per process (errors inside compile must be visible, not noisy)."""
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+class _VerboseHandler(logging.StreamHandler):
+    """The stderr handler ``AH_PLUGIN_VERBOSE`` switches on (one per process, recognisable by type)."""
+
+    def __init__(self):
+        super().__init__(sys.stderr)
+        self.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+
+
+def _verbose_enabled() -> bool:
+    try:
+        return settings.current().verbose
+    except Exception:  # a bad unrelated variable must not make messages raise
+        return False
+
+
+def sync_verbose_handler() -> None:
+    """Attach (or detach) the stderr handler of ``AH_PLUGIN_VERBOSE`` on the ``ah_plugin`` logger."""
+    handlers = [h for h in log.handlers if isinstance(h, _VerboseHandler)]
+    if _verbose_enabled():
+        if not handlers:
+            log.addHandler(_VerboseHandler())
+        if log.level == logging.NOTSET or log.level > logging.INFO:
+            log.setLevel(logging.INFO)
+    else:
+        for handler in handlers:
+            log.removeHandler(handler)
+
+
+def verbose(message: str) -> None:
+    """An INFO message of the ``ah_plugin`` logger (shown on stderr with ``AH_PLUGIN_VERBOSE=1``)."""
+    if log.isEnabledFor(logging.INFO):
+        log.info(message)
+
+
+def policy_name(policy) -> str:
+    return type(policy).__qualname__
+
+
+def call_policy(policy, method: str, *args):
+    """``policy.<method>(*args)``; ``FAILED`` when it raises (warned once per policy and method).
+
+    Policies run artifact code (generated Python from a folder the user named), so anything short of
+    the user's own Ctrl-C is contained here: a ``SystemExit`` from an artifact must not end the program.
+    """
+    try:
+        return getattr(policy, method)(*args)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: B036 - artifact code may raise SystemExit; see the docstring
+        warn_once((method, policy_name(policy)),
+                  f"ah_plugin: policy {policy_name(policy)}.{method} raised {exc!r}; ignoring it")
+        return FAILED
+
+
+def register_policy(policy, position: int = POSITION_HEURISTIC):
+    """Add ``policy``; lower positions are asked first. Registering it again moves it. Switches the
+    Inductor adapter on (a failure there warns and leaves the plugin inactive). Returns the policy.
+
+    A policy may carry ``op_names`` (or ``ops``): it is then asked only for those ops (None: all)."""
+    with _lock:
+        _policies[:] = [entry for entry in _policies if entry[2] is not policy]
+        _counter[0] += 1
+        _policies.append((int(position), _counter[0], policy))
+        _policies.sort(key=lambda entry: (entry[0], entry[1]))
+    try:
+        from . import inductor  # lazy: importing the registry must not import Inductor
+
+        inductor.install()
+    except Exception as exc:  # never break the caller (often an import at startup)
+        warn_once("install", f"ah_plugin: could not install the Inductor hooks ({exc!r}); plugin inactive")
+    return policy
+
+
+def unregister_policy(policy) -> bool:
+    """Remove ``policy``; True when it was registered."""
+    with _lock:
+        before = len(_policies)
+        _policies[:] = [entry for entry in _policies if entry[2] is not policy]
+        return len(_policies) != before
+
+
+def registered_policies() -> list:
+    """Policies in the order they are asked."""
+    with _lock:
+        return [entry[2] for entry in _policies]
+
+
+def policies_for(op_name: str) -> list:
+    """The registered policies that act on ``op_name``, in order."""
+    out = []
+    for policy in registered_policies():
+        names = getattr(policy, "op_names", None)
+        if names is None:
+            names = getattr(policy, "ops", None)
+        if names is not None and op_name not in names:
+            continue
+        out.append(policy)
+    return out
+
+
+def policy_key(policy) -> str:
+    """The policy's part of the FX-graph cache key: its name, plus its own ``cache_key()`` when it has
+    one (the results cache: a new winner or an edited row must recompile, not reuse an old kernel)."""
+    if getattr(policy, "cache_key", None) is None:
+        return policy_name(policy)
+    key = call_policy(policy, "cache_key")
+    return f"{policy_name(policy)}[{'?' if key is FAILED else key}]"
