@@ -54,18 +54,36 @@ def _sync_policies() -> None:
             _OURS[role] = policy
 
 
+_PENDING = {"activation": False}
+
+
 def activate_from_environment() -> None:
     """What the ``torch.backends`` entry point calls when a plugin variable is set."""
-    from . import inductor, settings
+    from . import settings
 
     if not settings.current().active:  # also raises, naming the variable, on a bad value
         return
+    adapter = sys.modules.get("ah_plugin.inductor")
+    if adapter is not None and not hasattr(adapter, "install"):
+        # ``import torch`` ran the entry point from inside the adapter's own first import (it imports
+        # Inductor): the adapter activates when that import finishes
+        _PENDING["activation"] = True
+        return
+    from . import inductor
+
     inductor.install()
     try:
         _sync_policies()
     except Exception:
         uninstall()
         raise
+
+
+def finish_pending_activation() -> None:
+    """Called by the adapter at the end of its first import: the activation the entry point deferred."""
+    if _PENDING["activation"]:
+        _PENDING["activation"] = False
+        activate_from_environment()
 
 
 def require_active_from_environment() -> dict:

@@ -95,3 +95,16 @@ builtin_would_act = builtin_autoheuristic.builtin_would_act
 
 __all__ = ["install", "uninstall", "is_installed", "build_request", "caller_ids", "ktc_ids", "default_log_path",
            "builtin_would_act"]
+
+
+def _finish_import() -> None:
+    """The activation ``import torch``'s entry point deferred while this package was first imported."""
+    import ah_plugin  # the parent package, imported before this one
+
+    try:
+        ah_plugin.finish_pending_activation()
+    except Exception as exc:  # as the entry point: never break the import
+        registry.warn_once("activate", f"ah_plugin: not activated ({exc!r}); torch runs without it")
+
+
+_finish_import()

@@ -176,9 +176,10 @@ def feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precomp
     """Inductor's feedback saver: every candidate's time to the policies, then the aten margin."""
     try:
         current = _current_settings()
-        policies = [p for p in registry.policies_for(name) if hasattr(p, "on_timings")]
-        if current is None or not choices or not (policies or name in current.use_ops):
+        acting = registry.policies_for(name)
+        if current is None or not choices or not (acting or name in current.use_ops):
             return
+        policies = [p for p in acting if hasattr(p, "on_timings")]
         plan = _plan_of(choices)
         ids = caller_ids(choices)
         method = plan.method() if plan is not None else None

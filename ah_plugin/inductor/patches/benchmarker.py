@@ -16,6 +16,10 @@ benchmarks and the plugin-off path are untouched. A plan holds:
 * ``limits``: ``{"duration_ms", "iterations"}`` caps from the results cache's TunableOp settings,
   mapped onto the benchmarker's keywords (``_LIMIT_MAPS``), or onto the replay's length.
 
+Where a torch has Inductor's own switch (``config.autotune_cudagraph_benchmarking``, with
+``autotune_cudagraph_benchmarking_iters`` calls per graph; neither 2.11 nor 2.13 has it), the plan turns it
+on for the candidate's benchmark instead, and the plugin's replay stays out of the way.
+
 Checked on torch 2.11 and 2.13 (``InductorBenchmarker.benchmark_gpu(_callable, ..., benchmark_iters,
 max_benchmark_duration, return_mode)``, ``Benchmarker.benchmark_cpu(_callable, warmup, rep)``).
 """
@@ -26,6 +30,7 @@ import contextvars
 import inspect
 from dataclasses import dataclass, field
 
+import torch._inductor.config as inductor_config
 from torch._inductor.runtime import benchmarking
 
 from ... import registry
@@ -72,16 +77,38 @@ class _Wrapped:
     limit_plans: dict = {}  # method name -> {keyword: (limit name, default value)} or None
 
 
+# Inductor's own switch for timing autotuning by CUDA-graph replay, in torch versions that have it (newer than
+# 2.13): used instead of the plugin's replay when present, with this many calls captured per graph.
+_INDUCTOR_SWITCH = "autotune_cudagraph_benchmarking"
+_INDUCTOR_SWITCH_ITERS = "autotune_cudagraph_benchmarking_iters"
+INDUCTOR_SWITCH_CALLS = 20
+
+
+def inductor_replay_switch() -> dict | None:
+    """The config values that make Inductor itself time by CUDA-graph replay; None on a torch without them."""
+    if not hasattr(inductor_config, _INDUCTOR_SWITCH):
+        return None
+    values = {_INDUCTOR_SWITCH: True}
+    if hasattr(inductor_config, _INDUCTOR_SWITCH_ITERS):
+        values[_INDUCTOR_SWITCH_ITERS] = INDUCTOR_SWITCH_CALLS
+    return values
+
+
 def with_plan(choices, plan: Plan):
     """Make ``plan`` active while each of ``choices`` is benchmarked (the same list back)."""
     install()
+    switch = inductor_replay_switch() if plan.timing == METHOD_REPLAY else None
     for choice in choices:
         original = getattr(choice.benchmark, "_ah_plugin_unplanned", choice.benchmark)
 
         def benchmark(*args, _original=original, **kwargs):
             token = _active.set(plan)
             try:
-                return _original(*args, **kwargs)
+                if switch is None:
+                    return _original(*args, **kwargs)
+                with inductor_config.patch(switch):  # Inductor times this candidate by replay itself
+                    plan.methods.add(METHOD_REPLAY)
+                    return _original(*args, **kwargs)
             finally:
                 _active.reset(token)
 
@@ -168,7 +195,7 @@ def _planned_method(name: str, original):
         plan = _active.get()
         if plan is None:
             return original(*args, **kwargs)
-        if name == "benchmark_gpu" and plan.timing == METHOD_REPLAY and len(args) == 1:
+        if name == "benchmark_gpu" and plan.timing == METHOD_REPLAY and len(args) == 1 and not inductor_replay_switch():
             try:
                 result = _replay(plan, args[0], kwargs)
                 plan.methods.add(METHOD_REPLAY)

@@ -1,0 +1,123 @@
+"""Fast mode's plain-data parts on the CPU: the aten margin, replay sizing, the timing mark in logs, and
+the padding decisions the results cache records and replays (real files, the real cache policy)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ah_plugin import aten_margin, features, log_format
+from ah_plugin.collector import CollectorPolicy
+from ah_plugin.policy import AutotuneRequest
+from ah_plugin.replay_timing import MAX_CALLS, METHOD_REPLAY, MIN_CALLS, calls_for
+
+T1, T2 = "type=triton_BLOCK-M=64_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4", "type=triton_B"
+
+
+def test_margin_keeps_aten_unless_a_template_is_clearly_faster():
+    timings = {"extern_mm": 10.0, T1: 9.9, T2: 12.0}
+    assert aten_margin.winner(timings, 0.02) == "extern_mm"  # 1% faster is within the noise
+    assert aten_margin.winner(timings, 0.0) == T1
+    assert aten_margin.losing_templates(timings, None, 0.02) == {T1, T2}
+    assert aten_margin.winner({"extern_mm": 10.0, T1: 9.0}, 0.02) == T1  # 10% faster wins
+    assert aten_margin.winner({T1: 3.0, T2: 2.0}, 0.5) == T2  # no aten timed: the fastest
+    assert aten_margin.winner({}, 0.1) is None
+
+
+def test_raising_losers_to_the_aten_floor_is_idempotent():
+    timings = {"extern_mm": 10.0, T1: 9.9, T2: 8.0}
+    losers = aten_margin.losing_templates(timings, {"extern_mm"}, 0.02)
+    floor = aten_margin.floor_time(timings, {"extern_mm"})
+    for _ in range(2):  # Inductor calls feedback savers again on in-process cache hits
+        for cid in losers:
+            timings[cid] = max(timings[cid], floor)
+        assert min(timings, key=timings.get) == T2
+    assert timings[T1] == floor > 10.0
+
+
+def test_replay_holds_enough_calls_for_a_measurable_graph():
+    assert calls_for(0.005) == 200  # 5 us kernels: 200 calls make a 1 ms replay
+    assert calls_for(2.0) == MIN_CALLS
+    assert calls_for(1e-6) == MAX_CALLS
+    assert calls_for(0.0) == MIN_CALLS and calls_for(float("inf")) == MIN_CALLS
+
+
+def _request(timing):
+    tensors = [{"size": [32, 64], "stride": [64, 1], "dtype": "torch.float32"},
+               {"size": [64, 48], "stride": [48, 1], "dtype": "torch.float32"}]
+    feats, num, cat = features.op_features("mm", tensors, False)
+    meta = features.metadata("mm", num, cat, (9, 0), 232448, "NVIDIA H200", timing=timing)
+    return AutotuneRequest("mm", features.ordered_features(feats, num, cat), meta, ["extern_mm", T1],
+                           "feedback", tensors)
+
+
+def test_the_log_says_how_its_choices_were_timed(tmp_path):
+    replayed, per_call = tmp_path / "replay.txt", tmp_path / "per_call.txt"
+    CollectorPolicy(["mm"], str(replayed)).on_timings(_request(METHOD_REPLAY), {"extern_mm": 0.01, T1: 0.02}, [])
+    CollectorPolicy(["mm"], str(per_call)).on_timings(_request("per_call"), {"extern_mm": 0.01, T1: 0.02}, [])
+    assert json.loads(replayed.read_text().splitlines()[0])["timing"] == METHOD_REPLAY
+    # per-call logs keep upstream's metadata keys exactly (no "timing": how the official data read)
+    assert "timing" not in json.loads(per_call.read_text().splitlines()[0])
+    # both methods into one path: other metadata, so the second write goes to a sibling file
+    written = log_format.append_rows(str(replayed), features.log_metadata(_request("per_call").metadata),
+                                     ["32,64,48,64,1,48,1,torch.float32,torch.float32,True,True,False,extern_mm,0.01"])
+    assert written != str(replayed)
+
+
+def test_an_input_timed_by_two_methods_is_not_logged(tmp_path):
+    log = tmp_path / "log.txt"
+    collector = CollectorPolicy(["mm"], str(log))
+    collector.on_timings(_request("mixed"), {"extern_mm": 0.01, T1: 0.02}, [])
+    assert not log.exists() and collector.stats.inputs_mixed_timing == 1
+
+
+# --- padding decisions in the results file ------------------------------------------------------
+
+
+def _pad_request(op="pad_mm", m=4097, k=511, n=4097):
+    tensors = [{"size": [m, k], "stride": [k, 1], "dtype": "torch.bfloat16"},
+               {"size": [k, n], "stride": [n, 1], "dtype": "torch.bfloat16"}]
+    return AutotuneRequest(op, {"using_tf32": "False"}, {"name": op}, ["pad", "no_pad"], "padding", tensors)
+
+
+def test_results_cache_records_a_padding_decision_and_answers_it(tunable_env):
+    import ah_plugin.tunable as tunable
+    from ah_plugin.tunable import results_file
+    from ah_plugin.tunable.store import store
+
+    tunable.enable(True)
+    tunable.tuning_enable(True)
+    policy = tunable.policy()
+    assert policy.padding_decision(_pad_request()) is None  # nothing recorded yet: Inductor decides
+    policy.on_padding_decision(_pad_request(), True, 0.048)
+    policy.on_padding_decision(_pad_request(m=4096, k=512, n=4096), False, 0.040)
+    assert tunable.write_file()
+    path = tunable.get_filename()
+    rows = [line for line in open(path).read().splitlines() if not line.startswith("Validator")]
+    assert "pad_mm,NN_4097_4097_511_ld_511_4097_bfloat16,pad,0.048" in rows
+    assert "pad_mm,NN_4096_4096_512_ld_512_4096_bfloat16,no_pad,0.04" in rows
+
+    # a fresh process reads the file: the decisions come back, exact shapes only
+    store().clear()
+    tunable.tuning_enable(False)
+    assert policy.padding_decision(_pad_request()) is True
+    assert policy.padding_decision(_pad_request(m=4096, k=512, n=4096)) is False
+    assert policy.padding_decision(_pad_request(m=4099)) is None
+    # with tuning off nothing new is recorded
+    policy.on_padding_decision(_pad_request(m=4099), True, 0.05)
+    assert policy.padding_decision(_pad_request(m=4099)) is None
+    assert results_file.PAD == "pad"
+
+
+@pytest.mark.parametrize("row", [
+    "pad_addmm,NN_4097_4097_511_ld_511_4097_bfloat16_bias-R,pad,0.05",
+    "pad_bmm,B4_NN_97_97_511_ld_511_97_float16,no_pad,0.01",
+])
+def test_padding_rows_of_every_padded_op_parse(tmp_path, row):
+    from ah_plugin.tunable import results_file
+
+    path = tmp_path / "r.csv"
+    path.write_text(row + "\n")
+    result = results_file.read_results(str(path), None)
+    assert len(result.entries) == 1
