@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from torchgen_ah.results_section import update_results_section
+from torchgen_ah.evaluation.results_section import update_results_section
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 

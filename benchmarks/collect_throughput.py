@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks._results import update_section  # noqa: E402
-from torchgen_ah.shape_sampler import sample_mm_input  # noqa: E402
+from torchgen_ah.datagen.shape_sampler import sample_mm_input  # noqa: E402
 
 SECTION = "collect_throughput"
 
@@ -128,7 +128,7 @@ def per_choice_medians(log_path: str):
     """{input key: {choice: median ms}} and the set of inputs whose every choice got a finite time."""
     import numpy as np
 
-    from torchgen_ah.ah_log import input_keys, read_log
+    from torchgen_ah.data.ah_log import input_keys, read_log
 
     if not os.path.exists(log_path):
         return {}, set()
@@ -147,7 +147,7 @@ def per_choice_medians(log_path: str):
 def _repetitions(log_path: str):
     """The log's rows with their input key and repetition number (0-based, per input and choice); None
     without a log."""
-    from torchgen_ah.ah_log import input_keys, read_log
+    from torchgen_ah.data.ah_log import input_keys, read_log
 
     if not os.path.exists(log_path):
         return None

@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 from benchmarks._results import publish  # noqa: E402
 from benchmarks.collect_throughput import (  # noqa: E402
     compare, per_choice_medians, repetition_spread, repetition_times)
-from torchgen_ah.benchmark_runner import BenchmarkRunner  # noqa: E402
+from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner  # noqa: E402
 
 PARTS = (("decode", "decoding GEMMs (default's candidates)"),
          ("random", "random inputs (wide space, 20 sampled configs)"))

@@ -27,9 +27,9 @@ from benchmarks._results import update_section  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 import numpy, pandas
-from torchgen_ah.ah_log import read_log
-from torchgen_ah.aggregate import aggregate
-from torchgen_ah.ah_log import input_keys
+from torchgen_ah.data.ah_log import read_log
+from torchgen_ah.data.aggregate import aggregate
+from torchgen_ah.data.ah_log import input_keys
 task, paths = sys.argv[1], sys.argv[2:]
 start = time.perf_counter()
 cpu0 = time.process_time()
@@ -43,7 +43,7 @@ elif task == "read+keys+aggregate":
         input_keys(log.frame, log.metadata)
         rows += len(aggregate(log.frame, log.metadata))
 elif task == "merge":
-    from torchgen_ah.merge_data import merge_logs
+    from torchgen_ah.data.merge import merge_logs
     import tempfile, os
     out = os.path.join(tempfile.mkdtemp(), "merged.txt")
     rows, _ = merge_logs(out, paths, log=lambda *_: None)

@@ -37,12 +37,12 @@ sys.path.insert(0, ROOT)
 
 from benchmarks import h200_quality as hq  # noqa: E402
 from benchmarks._results import publish  # noqa: E402
-from torchgen_ah.evaluate import DEFAULT_SHAPES, build_tables, read_shapes  # noqa: E402
+from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes  # noqa: E402
 from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
 from ah_plugin import artifact_loader  # noqa: E402
-from torchgen_ah.policies import ours_policy, score_policies, summarize  # noqa: E402
-from torchgen_ah.ranker_scoring import paired_ratio_interval  # noqa: E402
-from torchgen_ah.train_decision import SPARSE_GRID  # noqa: E402
+from torchgen_ah.evaluation.policies import ours_policy, score_policies, summarize  # noqa: E402
+from torchgen_ah.training.ranker_scoring import paired_ratio_interval  # noqa: E402
+from torchgen_ah.training.train_decision import SPARSE_GRID  # noqa: E402
 
 RUN = os.path.join(ROOT, "benchmarks", "runs", "evaluate_h200")
 POLICIES = (("ours_k10", 10, False), ("ours_adaptive", "adaptive", False), ("ours_k1", 1, False),

@@ -43,9 +43,9 @@ sys.path.insert(0, ROOT)
 from benchmarks._results import publish  # noqa: E402
 from benchmarks.rep_consistency import TINY_MS  # noqa: E402
 from benchmarks.train_quality import shipped_orders  # noqa: E402
-from torchgen_ah.heldout import ROTATIONS, is_heldout  # noqa: E402
+from torchgen_ah.data.heldout import ROTATIONS, is_heldout  # noqa: E402
 from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
-from torchgen_ah.ranker_scoring import (  # noqa: E402
+from torchgen_ah.training.ranker_scoring import (  # noqa: E402
     RankerScore,
     artifact_rankings,
     fmt_ratio,
@@ -53,8 +53,8 @@ from torchgen_ah.ranker_scoring import (  # noqa: E402
     paired_ratio_interval,
     score_ranker,
 )
-from torchgen_ah.log_files import is_compressed, log_stem, plain_name  # noqa: E402
-from torchgen_ah.train_decision import SPARSE_GRID, TimingTable, gmean  # noqa: E402
+from torchgen_ah.data.log_files import is_compressed, log_stem, plain_name  # noqa: E402
+from torchgen_ah.training.train_decision import SPARSE_GRID, TimingTable, gmean  # noqa: E402
 
 K = 10
 HOLDOUT = "sha1mod5"
@@ -115,8 +115,8 @@ def extra_name(path: str) -> str:
 
 
 def load_file(path: str, name: str, default_only: bool) -> DataFile:
-    from torchgen_ah.ah_log import feature_columns, input_keys, read_log
-    from torchgen_ah.train_decision import timing_table
+    from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
+    from torchgen_ah.training.train_decision import timing_table
 
     log = read_log(path)  # also warns about (and counts) malformed rows
     table = timing_table(log.frame, feature_columns(log.metadata), name,

@@ -33,8 +33,8 @@ SECTION = "multigpu_collect"
 
 
 def describe(name: str, gpus: int, done_path: str, log_path: str, reference_meta) -> dict:
-    from torchgen_ah.ah_log import input_keys, read_log
-    from torchgen_ah.merge_data import metadata_differences
+    from torchgen_ah.data.ah_log import input_keys, read_log
+    from torchgen_ah.data.merge import metadata_differences
 
     with open(done_path, encoding="utf-8") as f:
         done = json.load(f)

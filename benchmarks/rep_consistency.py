@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks._results import update_section  # noqa: E402
-from torchgen_ah.ah_log import AHLogError, input_keys, read_log  # noqa: E402
+from torchgen_ah.data.ah_log import AHLogError, input_keys, read_log  # noqa: E402
 
 TINY_MS = 0.05  # inputs whose best kernel is faster than this are reported apart
 

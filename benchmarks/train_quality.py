@@ -25,9 +25,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks._results import update_section  # noqa: E402
-from torchgen_ah.heldout import is_heldout  # noqa: E402
+from torchgen_ah.data.heldout import is_heldout  # noqa: E402
 from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
-from torchgen_ah.train_decision import evaluate_orders  # noqa: E402
+from torchgen_ah.training.train_decision import evaluate_orders  # noqa: E402
 
 # file -> (inputs, top-10 hit, regret gmean, regret max, top-1 regret gmean, always-extern_mm top-1 gmean)
 UPSTREAM = {

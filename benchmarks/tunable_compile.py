@@ -232,7 +232,7 @@ def run(key: str, phase: str, device: str, model: str, out_dir: str, profile: bo
 
 def write_profile_text(stats_path: str, text_path: str) -> None:
     """The top functions by cumulative and by own time of a cProfile dump, as text."""
-    from torchgen_ah.compile_cost import profile_text
+    from torchgen_ah.evaluation.compile_cost import profile_text
 
     with open(text_path, "w") as handle:
         handle.write(profile_text(stats_path, cumulative=120, own=30))

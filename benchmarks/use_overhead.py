@@ -41,7 +41,7 @@ def tensors(m, k, n):
 
 def synthetic_artifact(directory: str) -> str:
     """A log of 400 random inputs x 41 choices with shape-dependent winners, trained into an artifact."""
-    from torchgen_ah.train_generic import train_from_log
+    from torchgen_ah.training.train_generic import train_from_log
 
     rng = random.Random(0)
     rows, meta = [], None

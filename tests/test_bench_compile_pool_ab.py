@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import compile_pool_ab as ab  # noqa: E402
-from torchgen_ah.ah_log import read_log, write_log  # noqa: E402
+from torchgen_ah.data.ah_log import read_log, write_log  # noqa: E402
 
 SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.gz"
 JOURNAL = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.progress.jsonl"  # named after the plain log

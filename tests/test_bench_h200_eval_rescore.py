@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import h200_eval_rescore as rs  # noqa: E402
-from torchgen_ah.ah_log import input_keys, read_log  # noqa: E402
-from torchgen_ah.policies import summarize  # noqa: E402
+from torchgen_ah.data.ah_log import input_keys, read_log  # noqa: E402
+from torchgen_ah.evaluation.policies import summarize  # noqa: E402
 
 RUN = ROOT / "benchmarks" / "runs" / "evaluate_h200"
 DATA = ROOT / "datasets" / "h200"

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import multigpu_collect as mc  # noqa: E402
-from torchgen_ah.ah_log import input_keys, read_log, write_log  # noqa: E402
+from torchgen_ah.data.ah_log import input_keys, read_log, write_log  # noqa: E402
 
 SOURCE = ROOT / "datasets" / "h200" / "h200_mm.txt.gz"
 

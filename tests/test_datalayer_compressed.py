@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from ah_plugin.log_format import AHLogError  # noqa: E402
 from benchmarks import h200_quality as hq  # noqa: E402
-from torchgen_ah.ah_log import read_log, write_log  # noqa: E402
+from torchgen_ah.data.ah_log import read_log, write_log  # noqa: E402
 from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM  # noqa: E402
 
 SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.gz"

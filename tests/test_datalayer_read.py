@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ah_plugin.log_format import AHLogError, format_metadata
-from torchgen_ah.ah_log import feature_columns, input_keys, read_log, write_log
+from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log, write_log
 
 REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO.parent / "shared" / "datasets" / "official"

@@ -10,9 +10,9 @@ import sys
 import pandas as pd
 import pytest
 
-from torchgen_ah.evaluate import ShapesError, read_shapes, update_results_section
-from torchgen_ah.policies import fixed_policy, score_policies
-from torchgen_ah.timing_table import TimingTable
+from torchgen_ah.evaluation.evaluate import ShapesError, read_shapes, update_results_section
+from torchgen_ah.evaluation.policies import fixed_policy, score_policies
+from torchgen_ah.evaluation.timing_table import TimingTable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ah_plugin.log_format import append_rows, format_row
-from torchgen_ah.policies import (
+from torchgen_ah.evaluation.policies import (
     builtin_ah_policy,
     cache_policy,
     check_bars,
@@ -17,7 +17,7 @@ from torchgen_ah.policies import (
     space_policy,
     summarize,
 )
-from torchgen_ah.timing_table import TimingTable, build_timing_table, table_from_records
+from torchgen_ah.evaluation.timing_table import TimingTable, build_timing_table, table_from_records
 
 # Input "a": default's set {x, y}; z is only in the wider space and is the fastest.
 # Input "b": default's set {x, y, z}.
@@ -168,7 +168,7 @@ def test_builtin_ah_matches_upstream_controller_on_h100_metadata():
     from torch._inductor.autoheuristic.autoheuristic_utils import AHMetadata
     from torch._inductor.autoheuristic.learned_heuristic_controller import LearnedHeuristicController
 
-    from torchgen_ah.policies import _builtin_context
+    from torchgen_ah.evaluation.policies import _builtin_context
 
     known = MMRankingH100().choices
     candidates = known[:5] + known[40:80] + ["extern_mm"]
@@ -189,7 +189,7 @@ def test_builtin_ah_matches_upstream_controller_on_h100_metadata():
 
 
 def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
-    from torchgen_ah.compile_cost import mode_environment, summarize_cost
+    from torchgen_ah.evaluation.compile_cost import mode_environment, summarize_cost
 
     results = [
         {"mode": "off", "op": "mm", "shape": "a", "seconds": 1.0},
@@ -218,8 +218,8 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
 def test_ours_top1_keeps_one_choice_and_benchmarks_nothing_on_the_committed_h200_run():
     """``ours_top1`` replayed on the committed H200 timing run (benchmarks/runs/evaluate_h200): one choice
     per input, nothing benchmarked, and its regret is that choice's time over default's pick."""
-    from torchgen_ah.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
-    from torchgen_ah.policies import ours_policy, score_policies
+    from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
+    from torchgen_ah.evaluation.policies import ours_policy, score_policies
 
     run = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "runs",
                        "evaluate_h200")
@@ -240,8 +240,8 @@ def test_score_run_gives_the_rankers_the_runs_gpu_name_and_lists_left_out_inputs
     reported by the report's ``main`` and not scored."""
     import json
 
-    from torchgen_ah.eval_worker import log_paths
-    from torchgen_ah.evaluate import main
+    from torchgen_ah.evaluation.eval_worker import log_paths
+    from torchgen_ah.evaluation.evaluate import main
 
     shapes = tmp_path / "shapes.csv"
     shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,17,2048,8192,1,bfloat16,NN\n")
@@ -272,7 +272,7 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     Inductor's AUTOTUNE lines are counted from the mode's log."""
     import json
 
-    from torchgen_ah import e2e_models
+    from torchgen_ah.evaluation import e2e_models
 
     out = tmp_path / "e2e"
     rc = e2e_models.main(["--out", str(out), "--models", "mlp", "--modes", "off,ours_k1", "--device", "cpu",

@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import h200_quality as hq  # noqa: E402
-from torchgen_ah.ah_log import input_keys, read_log, write_log  # noqa: E402
-from torchgen_ah.heldout import is_heldout  # noqa: E402
-from torchgen_ah.ranker_scoring import orders_from_rankings, paired_ratio_interval, score_ranker  # noqa: E402
+from torchgen_ah.data.ah_log import input_keys, read_log, write_log  # noqa: E402
+from torchgen_ah.data.heldout import is_heldout  # noqa: E402
+from torchgen_ah.training.ranker_scoring import orders_from_rankings, paired_ratio_interval, score_ranker  # noqa: E402
 
 H200 = ROOT / "datasets" / "h200"
 MAIN = "h200_mm.txt.gz"  # committed compressed: the copies below are written compressed too
@@ -204,7 +204,7 @@ def test_unknown_choices_are_never_listed():
 def test_choices_seen_only_in_held_out_inputs_are_not_named_by_the_artifact():
     import pandas as pd
 
-    from torchgen_ah.train_decision import TimingTable, trained_choices
+    from torchgen_ah.training.train_decision import TimingTable, trained_choices
 
     times = np.array([[1.0, 2.0, np.nan], [1.5, np.nan, 0.5]])  # input 1 alone ran "c"
     table = TimingTable("t", np.array(["k0", "k1"]), pd.DataFrame({"m": [1, 2]}), ["a", "b", "c"], times)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from torchgen_ah.train_decision import (DEFAULT_GRID, GRIDS, SPARSE_GRID, FeatureSpec, TimingTable,
+from torchgen_ah.training.train_decision import (DEFAULT_GRID, GRIDS, SPARSE_GRID, FeatureSpec, TimingTable,
                                         fit_ranking_tree, grid_points, stack, train)
 
 CHOICES = ["a", "b", "extern_mm", "lucky"]

@@ -52,10 +52,10 @@ import sys
 import tempfile
 import time
 
-from torchgen_ah import device_lock
-from torchgen_ah.benchmark_runner import BenchmarkRunner
-from torchgen_ah.device_lock import held_or_nothing
-from torchgen_ah.shape_sampler import (
+from torchgen_ah.datagen import device_lock
+from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
+from torchgen_ah.datagen.device_lock import held_or_nothing
+from torchgen_ah.datagen.shape_sampler import (
     DEFAULT_MEMORY_LIMIT_BYTES,
     DTYPES,
     MMInput,
@@ -237,7 +237,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         env[ENV_SEARCH_SPACE] = args.search_space
         if args.search_space_sample is not None:
             env[ENV_SEARCH_SAMPLE] = str(args.search_space_sample)
-        from torchgen_ah import distributed
+        from torchgen_ah.datagen import distributed
 
         # the host's cores are shared by this process's GPU workers and, under torchrun, by the other
         # ranks on this host
@@ -248,12 +248,12 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         return env
 
     def log_path_for(self, args) -> str:
-        from torchgen_ah import distributed
+        from torchgen_ah.datagen import distributed
 
         return distributed.rank_output_path(args.output, distributed.rank_info())
 
     def worker_count(self, args) -> int:
-        from torchgen_ah import distributed
+        from torchgen_ah.datagen import distributed
 
         try:
             return len(self.worker_devices(args, distributed.rank_info()))

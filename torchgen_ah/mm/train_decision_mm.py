@@ -16,12 +16,12 @@ import sys
 import time
 from dataclasses import dataclass
 
-from torchgen_ah import codegen
-from torchgen_ah.ah_log import feature_columns, input_keys, read_log
-from torchgen_ah.heldout import HOLDOUTS
-from torchgen_ah.log_files import log_stem
-from torchgen_ah.merge_data import metadata_differences
-from torchgen_ah.train_decision import (
+from torchgen_ah.training import codegen
+from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
+from torchgen_ah.data.heldout import HOLDOUTS
+from torchgen_ah.data.log_files import log_stem
+from torchgen_ah.data.merge import metadata_differences
+from torchgen_ah.training.train_decision import (
     GRIDS,
     FeatureSpec,
     TimingTable,

@@ -25,6 +25,8 @@ import sys
 import time
 import traceback
 
+import torchgen_ah
+
 # Must be set before torch (and with it the plugin's autoload) is imported.
 _COLLECT_OPS = "mm,addmm,bmm,packed_linear"
 
@@ -171,6 +173,21 @@ def worker_environment(out_dir: str, base_env=None) -> dict:
     return env
 
 
-if __name__ == "__main__":
-    with open(sys.argv[1], encoding="utf-8") as f:
+def with_package_on_path(env: dict) -> dict:
+    """``env`` with the folder holding ``torchgen_ah`` first on PYTHONPATH, so that a worker started with
+    ``python -m`` imports this copy of the package whatever its working directory."""
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(torchgen_ah.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [parent, env.get("PYTHONPATH")] if p)
+    return env
+
+
+def main(argv=None) -> int:
+    """``python -m torchgen_ah.eval_worker SPEC.json``: time the spec's shapes."""
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0], encoding="utf-8") as f:
         run(json.load(f))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

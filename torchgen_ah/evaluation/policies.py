@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from torchgen_ah.timing_table import TimingTable
+from torchgen_ah.evaluation.timing_table import TimingTable
 
 EXTERN = "extern_mm"
 BUILTIN_TOP_K = 10

@@ -258,7 +258,7 @@ def merge_logs(out_path: str, in_paths: list[str]) -> None:
     if not inputs:
         raise RuntimeError(f"nothing to merge into {out_path}: none of {in_paths} holds data")
     proc = subprocess.run(
-        [sys.executable, "-m", "torchgen_ah.merge_data", out_path, *inputs],
+        [sys.executable, "-m", "torchgen_ah.data.merge", out_path, *inputs],
         capture_output=True,
         text=True,
     )

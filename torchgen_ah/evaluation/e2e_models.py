@@ -29,7 +29,7 @@ import statistics
 import sys
 import time
 
-from torchgen_ah.compile_cost import ALL_MODES, fresh_results_path, pick_device, read_results, run_mode, run_steps
+from torchgen_ah.evaluation.compile_cost import ALL_MODES, fresh_results_path, pick_device, read_results, run_mode, run_steps
 
 MODELS = ("gpt2", "vit")
 KNOWN_MODELS = MODELS + ("mlp",)
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
         os.makedirs(work, exist_ok=True)
         status.update(run_steps(
             modes, deadline,
-            lambda step, left: run_mode(step, [], device, work, left, "torchgen_ah.e2e_models",
+            lambda step, left: run_mode(step, [], device, work, left, "torchgen_ah.evaluation.e2e_models",
                                         extra={"model": model, "result_path": result_path}),
             label=f"{model}/"))
     results = read_results(result_path)

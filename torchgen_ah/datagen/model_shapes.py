@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from torchgen_ah.benchmark_runner import BenchmarkRunner
+from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
 
 ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchgen_ah.train_decision import RankingTree
+from torchgen_ah.training.train_decision import RankingTree
 
 _INDENT = "    "
 

@@ -42,8 +42,8 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from torchgen_ah import distributed
-from torchgen_ah.log_files import refuse_compressed_output
+from torchgen_ah.datagen import distributed
+from torchgen_ah.data.log_files import refuse_compressed_output
 
 STATUS_OK = "ok"
 FAILURE_KINDS = ("error", "oom", "compile_error", "timeout", "crash")
@@ -290,7 +290,7 @@ class BenchmarkRunner:
         and the log's feature columns in file order. Empty when the log does not exist yet."""
         if not os.path.exists(log_path) or os.path.getsize(log_path) == 0:
             return {}, []
-        from torchgen_ah.ah_log import feature_columns, input_keys, read_log
+        from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
 
         log = read_log(log_path)
         features = set(feature_columns(log.metadata))
@@ -554,12 +554,12 @@ class _Worker:
         env.update({k: str(v) for k, v in runner.worker_env(args, self.device).items()})
         env["AH_DATAGEN_LOG_PATH"] = log_path
         if self.lock_path:
-            from torchgen_ah.device_lock import ENV_DEVICE_LOCK
+            from torchgen_ah.datagen.device_lock import ENV_DEVICE_LOCK
 
             env[ENV_DEVICE_LOCK] = self.lock_path
         if self.cores:
             env[ENV_CPU_CORES] = ",".join(str(c) for c in self.cores)  # the worker pins itself first thing
-        cmd = [sys.executable, "-m", "torchgen_ah._runner_worker",
+        cmd = [sys.executable, "-m", "torchgen_ah.datagen._runner_worker",
                str(to_child_r), str(from_child_w), runner.runner_reference()]
         with open(self.log_file, "ab") as out:
             out.write(f"\n=== worker {self.slot} on {self.device} starting at {time.ctime()}\n".encode())

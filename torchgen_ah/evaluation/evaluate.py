@@ -27,8 +27,17 @@ import time
 
 import pandas as pd
 
-from torchgen_ah.eval_worker import LAYOUTS, OPS, SHAPE_COLUMNS, log_paths, shape_label, worker_environment
-from torchgen_ah.policies import (
+import torchgen_ah.data
+from torchgen_ah.evaluation.eval_worker import (
+    LAYOUTS,
+    OPS,
+    SHAPE_COLUMNS,
+    log_paths,
+    shape_label,
+    with_package_on_path,
+    worker_environment,
+)
+from torchgen_ah.evaluation.policies import (
     builtin_ah_policy,
     cache_policy,
     check_bars,
@@ -38,10 +47,10 @@ from torchgen_ah.policies import (
     space_policy,
     summarize,
 )
-from torchgen_ah.results_section import update_results_section
-from torchgen_ah.timing_table import TimingTable, build_timing_table
+from torchgen_ah.evaluation.results_section import update_results_section
+from torchgen_ah.evaluation.timing_table import TimingTable, build_timing_table
 
-DEFAULT_SHAPES = os.path.join(os.path.dirname(__file__), "data", "eval_shapes.csv")
+DEFAULT_SHAPES = os.path.join(os.path.dirname(torchgen_ah.data.__file__), "eval_shapes.csv")
 SECTION = "evaluate_gpu"
 QUICK_SHAPES = 8
 
@@ -145,7 +154,7 @@ def worker_devices(device: str, workers: int) -> list[str | None]:
     """CUDA_VISIBLE_DEVICES value per timing worker (None: leave the variable as it is, e.g. on the CPU)."""
     if device != "cuda" or workers <= 1:
         return [None] * max(1, workers)
-    from torchgen_ah.distributed import visible_device_id
+    from torchgen_ah.datagen.distributed import visible_device_id
 
     return [visible_device_id(g) for g in range(workers)]
 
@@ -160,9 +169,7 @@ def run_timing(shapes, out_dir: str, reps: int, space: str, device: str, max_min
     base_env = worker_environment(out_dir)
     if sample is not None:
         base_env["AH_PLUGIN_SEARCH_SAMPLE"] = str(sample)
-    base_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), base_env.get("PYTHONPATH")] if p
-    )
+    with_package_on_path(base_env)
     devices = worker_devices(device, workers)
     while True:
         done = _progress(out_dir)
@@ -193,7 +200,7 @@ def run_timing(shapes, out_dir: str, reps: int, space: str, device: str, max_min
             with open(spec_path, "w", encoding="utf-8") as f:
                 json.dump(spec, f)
             log = open(os.path.join(out_dir, f"worker{suffix}.log"), "a", encoding="utf-8")
-            procs.append((subprocess.Popen([sys.executable, "-m", "torchgen_ah.eval_worker", spec_path],
+            procs.append((subprocess.Popen([sys.executable, "-m", "torchgen_ah.evaluation.eval_worker", spec_path],
                                            env=env, stdout=log, stderr=subprocess.STDOUT), log))
         codes = []
         for proc, log in procs:
@@ -210,7 +217,7 @@ def run_timing(shapes, out_dir: str, reps: int, space: str, device: str, max_min
 
 def build_tables(shapes, out_dir: str) -> dict[str, TimingTable]:
     """One timing table per operation from the run's logs; inputs labelled by their shape row."""
-    from torchgen_ah.ah_log import input_keys, read_log
+    from torchgen_ah.data.ah_log import input_keys, read_log
 
     by_op: dict[str, tuple[list, list, dict]] = {}
     for index, row in enumerate(shapes):
@@ -391,7 +398,7 @@ def main(argv=None) -> int:
         per_input.to_csv(os.path.join(args.out, f"per_input_{op}.csv"), index=False)
         summary.to_csv(os.path.join(args.out, f"summary_{op}.csv"), index=False)
         if not args.no_plots:
-            from torchgen_ah.plots import plot_evaluation
+            from torchgen_ah.evaluation.plots import plot_evaluation
 
             seconds = ((_load_json(args.compile_cost) or {}).get(op) or {}).get("autotune_seconds")
             png = os.path.join(args.out, f"evaluate_{op}.png")

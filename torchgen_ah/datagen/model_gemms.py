@@ -31,8 +31,8 @@ from collections import Counter, defaultdict
 from dataclasses import astuple
 from typing import NamedTuple
 
-from torchgen_ah.model_shapes import MODES, all_cases, build_case, describe_case
-from torchgen_ah.shape_sampler import MMInput
+from torchgen_ah.datagen.model_shapes import MODES, all_cases, build_case, describe_case
+from torchgen_ah.datagen.shape_sampler import MMInput
 
 #: torch dtypes the mm dataset covers, by their ``--shapes`` names
 _DTYPE_NAMES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torch.float32": "float32"}

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ah_plugin.log_format import CHOICE_COLUMN, FEEDBACK_COLUMN
-from torchgen_ah.ah_log import FEATURE_TEXT_ATTR, feature_columns
+from torchgen_ah.data.ah_log import FEATURE_TEXT_ATTR, feature_columns
 
 COUNT_COLUMN = "count"
 MIN_COLUMN = "feedback_min"

@@ -34,6 +34,8 @@ import subprocess
 import sys
 import time
 
+from torchgen_ah.evaluation.eval_worker import with_package_on_path
+
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the issue's bars need.
 ALL_MODES = ("off", "default", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1")
@@ -90,7 +92,7 @@ def worker(spec: dict) -> None:
     import torch
 
     import ah_plugin
-    from torchgen_ah.eval_worker import make_case, shape_label
+    from torchgen_ah.evaluation.eval_worker import make_case, shape_label
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
@@ -149,8 +151,7 @@ def write_profile(call, path: str) -> None:
 def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, module: str, extra=None) -> int:
     """Run ``python -m module --worker SPEC`` for one mode in a fresh process; returns its exit code."""
     env, compile_mode = mode_environment(mode, work_dir)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [repo, env.get("PYTHONPATH")] if p)
+    with_package_on_path(env)
     spec = {"mode": mode, "compile_mode": compile_mode, "device": device, "shapes": list(shapes),
             "result_path": os.path.join(work_dir, "results.jsonl"), **(extra or {})}
     spec_path = os.path.join(work_dir, f"spec_{mode}.json")
@@ -240,7 +241,7 @@ def markdown(summary: dict, command: str) -> str:
 
 
 def main(argv=None) -> int:
-    from torchgen_ah.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
+    from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
 
     parser = argparse.ArgumentParser(prog="python -m torchgen_ah.compile_cost", description=__doc__.split("\n")[0])
     parser.add_argument("shapes_file", nargs="?", default=DEFAULT_SHAPES)
@@ -276,7 +277,7 @@ def main(argv=None) -> int:
     if args.profile and len(all_shapes) > args.shapes:
         extra = {"profile_shape": all_shapes[args.shapes]}
     status = run_steps(modes, deadline, lambda step, left: run_mode(
-        step, shapes, device, args.out, left, "torchgen_ah.compile_cost",
+        step, shapes, device, args.out, left, "torchgen_ah.evaluation.compile_cost",
         dict(extra, profile_path=os.path.join(args.out, f"{step}.profile.txt")) if extra else None))
     results = read_results(result_path)
     summary = summarize_cost(results)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from torchgen_ah.train_decision import Metrics, evaluate_orders, gmean
+from torchgen_ah.training.train_decision import Metrics, evaluate_orders, gmean
 
 ALWAYS_LISTED = "extern_mm"
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from torchgen_ah.ah_log import feature_columns, input_keys, read_log
-from torchgen_ah.merge_data import metadata_differences
+from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
+from torchgen_ah.data.merge import metadata_differences
 
 TABLE_FILE = "timing_table.csv"
 INPUTS_FILE = "timing_inputs.json"

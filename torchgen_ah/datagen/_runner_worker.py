@@ -114,7 +114,7 @@ def _run_request(runner, args, device: str, request: dict) -> dict:
         if len(infos) != len(specs):
             raise RuntimeError(f"run_batch returned {len(infos)} results for {len(specs)} inputs")
         if stage_dir is not None:
-            from torchgen_ah.benchmark_runner import commit_staged_rows
+            from torchgen_ah.datagen.benchmark_runner import commit_staged_rows
 
             commit_staged_rows(stage_dir, runner.log_path)
         reply = {"msg": "result", "indices": indices, "status": "ok", "info": infos}

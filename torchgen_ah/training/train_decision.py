@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from sklearn.tree import DecisionTreeClassifier
 
-from torchgen_ah.heldout import is_heldout, validation_fold, validation_folds
+from torchgen_ah.data.heldout import is_heldout, validation_fold, validation_folds
 
 #: a choice whose time is within this factor of the best counts as correct (label and "near hit")
 NEAR_BEST = 1.01

@@ -26,7 +26,7 @@ from ah_plugin.log_format import (
     atomic_log_file,
     parse_metadata,
 )
-from torchgen_ah.log_files import open_log_text, read_log_head, written_as_text
+from torchgen_ah.data.log_files import open_log_text, read_log_head, written_as_text
 
 _WARN_FIRST = 5
 

@@ -16,8 +16,8 @@ import argparse
 import os
 import sys
 
-from torchgen_ah import train_decision as td
-from torchgen_ah.ah_log import feature_columns, read_log
+from torchgen_ah.training import train_decision as td
+from torchgen_ah.data.ah_log import feature_columns, read_log
 
 #: small logs (a demo, a CI test) have a handful of inputs: a small grid is enough and fast
 SMALL_GRID = {"max_depth": [3, 5], "min_samples_leaf": [1], "criterion": ["entropy"]}
@@ -78,7 +78,7 @@ def train_from_log(paths, *, heuristic_name: str, out_dir: str, device_names=(),
     else:
         model = td.train(main, extras, spec, k=k, default=default,
                          grid=grid or (SMALL_GRID if inputs < 200 else None), log=log).model
-    from torchgen_ah import codegen
+    from torchgen_ah.training import codegen
 
     names = " ".join(os.path.basename(p) for p in paths)
     source = codegen.generate_artifact(
