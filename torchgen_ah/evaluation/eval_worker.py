@@ -19,6 +19,7 @@ the shapes, the output folder, repetitions and a deadline. Progress goes to ``pr
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -182,9 +183,10 @@ def with_package_on_path(env: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m torchgen_ah.eval_worker SPEC.json``: time the spec's shapes."""
-    argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0], encoding="utf-8") as f:
+    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.eval_worker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("spec", help="JSON spec written by torchgen_ah.evaluate (shapes, folder, reps, deadline)")
+    args = parser.parse_args(argv)
+    with open(args.spec, encoding="utf-8") as f:
         run(json.load(f))
     return 0
 
