@@ -15,36 +15,28 @@ Inputs of the run whose key is also an input of the training data are counted, a
 repeated without them. The report also says whether the shipped ``artifacts/_MMRankingH200.py`` is
 the one this data trains (regenerate it when the data grows).
 
-    python benchmarks/h200_eval_rescore.py [--run benchmarks/runs/evaluate_h200] [--datasets datasets/h200]
-        [--no-write]
+``benchmarks/h200_eval_rescore.py`` is the command line.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
 import shutil
-import sys
 import tempfile
 
 import numpy as np
 import pandas as pd
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from ah_plugin import artifact_loader
+from torchgen_ah.evaluation import h200_quality as hq
+from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
+from torchgen_ah.evaluation.policies import ours_policy, score_policies, summarize
+from torchgen_ah.mm import train_decision_mm as mm
+from torchgen_ah.training.ranker_scoring import paired_ratio_interval
+from torchgen_ah.training.train_decision import SPARSE_GRID
 
-from benchmarks import h200_quality as hq  # noqa: E402
-from benchmarks._results import publish  # noqa: E402
-from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes  # noqa: E402
-from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
-from ah_plugin import artifact_loader  # noqa: E402
-from torchgen_ah.evaluation.policies import ours_policy, score_policies, summarize  # noqa: E402
-from torchgen_ah.training.ranker_scoring import paired_ratio_interval  # noqa: E402
-from torchgen_ah.training.train_decision import SPARSE_GRID  # noqa: E402
-
-RUN = os.path.join(ROOT, "benchmarks", "runs", "evaluate_h200")
 POLICIES = (("ours_k10", 10, False), ("ours_adaptive", "adaptive", False), ("ours_k1", 1, False),
             ("ours_top1", 1, True))
 #: issue 6's "Fast" bar: adaptive k may be at most this much slower than default's pick on any input
@@ -234,19 +226,3 @@ def run(run_dir: str, data_dir: str, shapes_path: str = DEFAULT_SHAPES,
     ])
     return body, ok, {"per_input": per_input, "train_keys": train_keys, "table": table, "shipped": shipped_ok}
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", default=RUN, help="a finished torchgen_ah.evaluate run (default: the committed one)")
-    parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="the run's shapes file")
-    parser.add_argument("--datasets", default=os.path.join(ROOT, "datasets", "h200"),
-                        help="folder of the H200 logs to train on (default datasets/h200)")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
-    body, _, _ = run(args.run, args.datasets, args.shapes, argv)
-    return publish("h200_eval_rescore", body, write=not args.no_write)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,7 +14,8 @@ Rotation (skip with --no-rotation): the same comparison with each sha1 % 5 bucke
 that never trained on it; pooled per file, for all files, and for the inputs whose best kernel takes
 50 us or more (below that, the two repetitions of an input often disagree on the winner).
 
-    python benchmarks/h200_quality.py [--datasets datasets/h200] [--out-dir DIR] [--no-write] [--no-rotation]
+``benchmarks/h200_quality.py`` is the command line. Paths in the report are relative to the current folder
+(the repository, when run from there).
 
 Files (plain, or gzip-compressed ``.gz``): the main file is the one ``*_mm.txt`` that is not a real-model file; real-model files are
 ``*_train_mm.txt`` / ``*_infer_mm.txt`` (upstream's names) / ``*_decode_mm.txt``. Real-model files are collected with default
@@ -25,36 +26,33 @@ of its choices are default's, so its vs-default figures are "n/a".
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import json
 import os
 import shlex
-import sys
 import tempfile
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from benchmarks._results import publish  # noqa: E402
-from benchmarks.rep_consistency import TINY_MS  # noqa: E402
-from benchmarks.train_quality import shipped_orders  # noqa: E402
-from torchgen_ah.data.heldout import ROTATIONS, is_heldout  # noqa: E402
-from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
-from torchgen_ah.training.ranker_scoring import (  # noqa: E402
+from ah_plugin import artifact_loader
+from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
+from torchgen_ah.data.heldout import ROTATIONS, is_heldout
+from torchgen_ah.data.log_files import is_compressed, log_stem, plain_name
+from torchgen_ah.evaluation.rep_consistency import TINY_MS
+from torchgen_ah.mm import train_decision_mm as mm
+from torchgen_ah.training.ranker_scoring import (
     RankerScore,
     artifact_rankings,
     fmt_ratio,
     orders_from_rankings,
     paired_ratio_interval,
     score_ranker,
+    shipped_orders,
 )
-from torchgen_ah.data.log_files import is_compressed, log_stem, plain_name  # noqa: E402
-from torchgen_ah.training.train_decision import SPARSE_GRID, TimingTable, gmean  # noqa: E402
+from torchgen_ah.training.train_decision import SPARSE_GRID, TimingTable, gmean, timing_table
 
 K = 10
 HOLDOUT = "sha1mod5"
@@ -67,7 +65,8 @@ OURS_H200_LABEL, OURS_H100_LABEL, TORCH_H100_LABEL = RANKER_NAMES = (
 RELIABLE_MS = TINY_MS
 #: below this many held-out inputs the verdict is not a judgement
 MIN_JUDGED = 20
-OURS_H100 = os.path.join(ROOT, "artifacts", "_MMRankingH100.py")
+#: our regenerated MMRankingH100, as the package ships it
+OURS_H100 = os.path.join(artifact_loader.package_artifact_dir() or "artifacts", "_MMRankingH100.py")
 
 
 @dataclass
@@ -115,9 +114,6 @@ def extra_name(path: str) -> str:
 
 
 def load_file(path: str, name: str, default_only: bool) -> DataFile:
-    from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
-    from torchgen_ah.training.train_decision import timing_table
-
     log = read_log(path)  # also warns about (and counts) malformed rows
     table = timing_table(log.frame, feature_columns(log.metadata), name,
                          keys=input_keys(log.frame, log.metadata))
@@ -125,9 +121,10 @@ def load_file(path: str, name: str, default_only: bool) -> DataFile:
 
 
 def rel(path: str) -> str:
-    """A path as written in RESULTS.md: relative to the repository when inside it."""
-    path = os.path.abspath(path)
-    return os.path.relpath(path, ROOT) if path.startswith(ROOT + os.sep) else path
+    """A path as the report writes it: relative to the current folder when inside it (so that a run
+    from the repository names ``datasets/h200/...``), else absolute."""
+    path, here = os.path.abspath(path), os.getcwd()
+    return os.path.relpath(path, here) if path.startswith(here + os.sep) else path
 
 
 def train_h200(main: DataFile, extras: list[DataFile], out_dir: str, verbose: bool):
@@ -151,8 +148,6 @@ def train_h200(main: DataFile, extras: list[DataFile], out_dir: str, verbose: bo
 
 def load_heuristic(path: str, name: str):
     """The Contract-2 artifact `name` of the file at `path`, loaded as the plugin loads it."""
-    from ah_plugin import artifact_loader
-
     artifact_loader.clear_cache()  # a rewritten --out-dir must be read afresh
     dirs = ((artifact_loader.SOURCE_USER, os.path.dirname(os.path.abspath(path))),)
     for artifact in artifact_loader.load_artifacts(dirs):
@@ -220,8 +215,6 @@ def rankers(held: TimingTable, h200_path: str | None, h200_error: str | None, me
     if shipped is None:
         out.append(Ranker(TORCH_H100_LABEL, None, "this torch has no shipped MMRankingH100"))
     else:
-        import torch
-
         out.append(Ranker(TORCH_H100_LABEL, shipped,
                           f"torch {torch.__version__}, through AHContext.get_decisions_ranked"))
     return out
@@ -486,22 +479,3 @@ def run(data_dir: str, out_dir: str | None, verbose: bool = False,
                "rotations": rotations}
     return body, beats, details
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default=os.path.join(ROOT, "datasets", "h200"),
-                        help="folder holding the H200 logs (default datasets/h200)")
-    parser.add_argument("--out-dir", default=None,
-                        help="where MMRankingH200 is written (default: a temporary folder, removed)")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
-    parser.add_argument("--verbose", action="store_true", help="print the trainer's report")
-    parser.add_argument("--no-rotation", action="store_true",
-                        help="skip the five-rotation cross-check (four more trainings)")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
-    body, _, _ = run(args.datasets, args.out_dir, args.verbose, argv, rotate=not args.no_rotation)
-    return publish("h200_quality", body, write=not args.no_write)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,27 +9,17 @@ Per input with two repetitions of at least two choices: the regret of repetition
 repetition 2's times (1.0: same kernel, or one as fast), and the spread of the per-choice ratio
 rep 1 / rep 2 (90th / 10th percentile), split by the input's best time (tiny kernels are noisier).
 
-    python benchmarks/rep_consistency.py datasets/h200/h200_mm.txt.gz --part "one worker per GPU=0:5802" \\
-        --part "two workers per GPU=5802:" --write
-
-``--part LABEL=START:END`` scores the rows START..END-1 of the log (0-based data rows, as read; a part
-holds the inputs whose first row is in it). Writes its section of ``benchmarks/RESULTS.md`` with --write.
+A part (``LABEL=START:END``) scores the rows START..END-1 of the log (0-based data rows, as read; it holds
+the inputs whose first row is in it). ``benchmarks/rep_consistency.py`` is the command line.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from benchmarks._results import update_section  # noqa: E402
-from torchgen_ah.data.ah_log import AHLogError, input_keys, read_log  # noqa: E402
+from torchgen_ah.data.ah_log import input_keys, read_log
 
 TINY_MS = 0.05  # inputs whose best kernel is faster than this are reported apart
 
@@ -102,28 +92,3 @@ def report(path: str, parts: list[tuple[str, int, int | None]]) -> tuple[list[st
                          f"{row['regret_max']:.3f} | {row['spread_median']:.3f} |")
     return lines, table
 
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("log", help="an AutoHeuristic log with repetitions (gen_data_mm --num-reps >= 2)")
-    p.add_argument("--part", action="append", default=[], help="LABEL=START:END (repeatable)")
-    p.add_argument("--write", action="store_true", help="update the rep_consistency section of RESULTS.md")
-    args = p.parse_args(argv)
-    try:
-        parts = [parse_part(t) for t in args.part]
-        lines, _ = report(args.log, parts)
-    except (OSError, ValueError, AHLogError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    command = "python benchmarks/rep_consistency.py " + " ".join(
-        [os.path.relpath(args.log, ROOT) if os.path.isabs(args.log) else args.log]
-        + [f'--part "{t}"' for t in args.part])
-    body = "\n".join(["## Repetition consistency of collected data", "", f"Command: `{command}`", "", *lines])
-    print(body)
-    if args.write:
-        update_section("rep_consistency", body)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

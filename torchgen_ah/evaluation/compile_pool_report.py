@@ -5,29 +5,22 @@ the timings agree.
 Why: once Inductor's subprocess pool is up, a worker loads every candidate again in its first logged
 repetition, under the device lock, although the compile-only warm-up built them (docs/datagen.md, "Compile
 pool"). This reads the two arms of ``gpu_jobs/compile_pool_ab.sh`` (each a folder with ``decode.txt`` and
-``random.txt``, their journals and ``.done.json`` summaries) and prints, per part and arm: inputs done, wall
+``random.txt``, their journals and ``.done.json`` summaries) and reports, per part and arm: inputs done, wall
 minutes and inputs per GPU-minute; the seconds of the warm-ups and of the first and second logged
 repetitions (summed over batches, from the journals); then the per-choice agreement of the two arms on the
 (input, choice) pairs both timed, also against the pool arm's second repetition alone (its first one
 rebuilds kernels between timings), beside each arm's own repetition-to-repetition spread.
 
-    python benchmarks/compile_pool_ab.py --inductor DIR_A --in-process DIR_B [--write]
+``benchmarks/compile_pool_ab.py`` is the command line.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from benchmarks._results import publish  # noqa: E402
-from benchmarks.collect_throughput import (  # noqa: E402
-    compare, per_choice_medians, repetition_spread, repetition_times)
-from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner  # noqa: E402
+from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
+from torchgen_ah.evaluation.run_agreement import compare, per_choice_medians, repetition_spread, repetition_times
 
 PARTS = (("decode", "decoding GEMMs (default's candidates)"),
          ("random", "random inputs (wide space, 20 sampled configs)"))
@@ -138,22 +131,3 @@ def report(folders: dict[str, str], command: str) -> tuple[str, dict]:
                      f"{_range(own['spread'])} | {f'{speed:.2f}x' if speed else 'n/a'} |")
     return "\n".join(lines), figures
 
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--inductor", required=True,
-                   help="the pool arm's folder (step 'pool' of lane A of compile_pool_ab.sh)")
-    p.add_argument("--in-process", dest="in_process", required=True,
-                   help="the in-process arm's folder (step 'in_process' of lane B)")
-    p.add_argument("--write", action="store_true", help="make it section compile_pool_ab of RESULTS.md")
-    args = p.parse_args(argv)
-    for folder in (args.inductor, args.in_process):
-        if not os.path.isdir(folder):
-            raise SystemExit(f"compile_pool_ab: {folder}: no such folder")
-    command = "python benchmarks/compile_pool_ab.py --inductor A/pool --in-process B/in_process"
-    body, _ = report({"inductor": args.inductor, "in-process": args.in_process}, command)
-    return publish("compile_pool_ab", body, args.write)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -31,14 +31,10 @@ the cache's choices (verbose level 2). The bar (issue 4), printed per variant an
 compile within 10% of max-autotune off, zero GEMM benchmarks, no more non-GEMM autotunings than off (on
 the GPU off too benchmarks a few reduction configs at first call), the same kernels as the tuning run chose.
 
-    PYTHONPATH=. python benchmarks/tunable_compile.py --out-dir /tmp/tc --device cuda --max-minutes 4
-
 Run order: first what the bar needs (off, `tune` and `hit` cold, then off and `hit` warm), then the
-`--warm-repeats` of off and the hits, then the `--profile` runs, then the informational runs (`default`,
-warm `tune`). `--max-minutes` skips each run the remaining budget cannot hold. `--variants gemm` runs the
-GEMM-only variant alone (the bar's like-for-like comparison, see RESULTS.md); `--variants gemm,mode` runs
-it first. Writes its section of benchmarks/RESULTS.md (between
-`<!-- BEGIN tunable_compile -->` markers) unless `--no-write`.
+warm repeats of off and the hits, then the profile runs, then the informational runs (`default`, warm
+`tune`). A time budget skips each run the remaining budget cannot hold. `benchmarks/tunable_compile.py` is
+the command line.
 """
 
 from __future__ import annotations
@@ -55,8 +51,7 @@ import sys
 import textwrap
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from torchgen_ah.evaluation.compile_cost import profile_text
 
 SECTION = "tunable_compile"
 BAR_RATIO = 1.10
@@ -188,7 +183,6 @@ def run(key: str, phase: str, device: str, model: str, out_dir: str, profile: bo
     if phase == "cold" and os.path.exists(cache_dir):
         shutil.rmtree(cache_dir)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AH_", "TORCHINDUCTOR_", "TRITON_CACHE"))}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     if phase == "warm":
         env.update(TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_AUTOGRAD_CACHE="0")
@@ -232,8 +226,6 @@ def run(key: str, phase: str, device: str, model: str, out_dir: str, profile: bo
 
 def write_profile_text(stats_path: str, text_path: str) -> None:
     """The top functions by cumulative and by own time of a cProfile dump, as text."""
-    from torchgen_ah.evaluation.compile_cost import profile_text
-
     with open(text_path, "w") as handle:
         handle.write(profile_text(stats_path, cumulative=120, own=30))
 
@@ -348,7 +340,7 @@ def bar_lines(results: dict) -> list[str]:
 
 
 def render(results: dict, skipped: list, args: argparse.Namespace) -> str:
-    command = f"PYTHONPATH=. python benchmarks/tunable_compile.py --out-dir /tmp/tc --device {args.device}"
+    command = f"python benchmarks/tunable_compile.py --out-dir /tmp/tc --device {args.device}"
     if args.model != "auto":
         command += f" --model {args.model}"
     if args.max_minutes:
@@ -423,48 +415,3 @@ def render(results: dict, skipped: list, args: argparse.Namespace) -> str:
     ]
     return "\n".join(lines)
 
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", required=True, help="work folder: caches, results files, verbose logs")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--model", default="auto", choices=["auto", "bert", "mlp", "tiny"],
-                        help="auto: BERT when transformers is installed, else the 768-3072 MLP")
-    parser.add_argument("--max-minutes", type=float, default=0, help="skip low-priority runs beyond this budget")
-    parser.add_argument("--variants", default="mode,gemm",
-                        help="comma-separated variants to run, most important first (mode, gemm)")
-    parser.add_argument("--warm-repeats", type=int, default=1,
-                        help="run the warm off and hit runs this many times each (the extra runs right after "
-                             "the bar's runs, budget permitting) and report the median")
-    parser.add_argument("--profile", nargs="?", const="all", default=None,
-                        help="after the repeats, run the warm off and hit runs (or the comma-separated runs named, "
-                             "e.g. gemm_hit) once more under cProfile (<out-dir>/<run>/profile_warm.txt; "
-                             "not part of the table)")
-    parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
-    args = parser.parse_args()
-    args.out_dir = os.path.abspath(args.out_dir)
-    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in args.variants if v not in VARIANTS]
-    if unknown or not args.variants:
-        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
-    os.makedirs(args.out_dir, exist_ok=True)
-
-    def save(results: dict, skipped: list, final: bool = False) -> str:
-        table = render(results, skipped, args) if results else ""
-        with open(os.path.join(args.out_dir, "tunable_compile.json"), "w") as handle:
-            json.dump({"results": results, "skipped": skipped, "complete": final}, handle, indent=1)
-        with open(os.path.join(args.out_dir, "tunable_compile.md"), "w") as handle:
-            handle.write(table if final else "(partial: the run is still going or was stopped)\n\n" + table)
-        return table
-
-    results, skipped = run_all(args, checkpoint=save)
-    table = save(results, skipped, final=True)
-    print(table)
-    if not args.no_write:
-        from benchmarks._results import update_section
-
-        update_section(SECTION, "## Results cache: compile time on a warm results file\n\n" + table)
-
-
-if __name__ == "__main__":
-    main()
