@@ -285,9 +285,9 @@ def test_a_killed_lock_holder_does_not_block_the_other_worker(tmp_path):
 
     path = str(tmp_path / "dev.lock")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; sys.path.insert(0, %r)\n"
+        "import time\n"
         "from torchgen_ah.datagen.device_lock import DeviceLock\n"
-        "with DeviceLock(%r).held():\n    print('held', flush=True); time.sleep(600)\n") % (ROOT, path)],
+        "with DeviceLock(%r).held():\n    print('held', flush=True); time.sleep(600)\n") % path],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -337,7 +337,7 @@ def test_autotuning_device_work_of_a_warmup_waits_for_the_workers_turn(tmp_path)
     and zeroing outputs outside the lock. With a spy under the hooks: every such step holds the lock, in
     the warm-up (compiled outside the turn) as in the logged repetition."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_AUTOHEURISTIC", "AH_"))}
-    env.update(AH_DATAGEN_DEVICE_LOCK=str(tmp_path / "device.lock"), PYTHONPATH=ROOT,
+    env.update(AH_DATAGEN_DEVICE_LOCK=str(tmp_path / "device.lock"),
                TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
     proc = subprocess.run([sys.executable, "-c", _SPY_SCRIPT, str(tmp_path / "log.txt")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)

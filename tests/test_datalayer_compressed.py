@@ -15,13 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ah_plugin.log_format import AHLogError
+from torchgen_ah.data.ah_log import read_log, write_log
+from torchgen_ah.evaluation import h200_quality as hq
+from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
 
-from ah_plugin.log_format import AHLogError  # noqa: E402
-from benchmarks import h200_quality as hq  # noqa: E402
-from torchgen_ah.data.ah_log import read_log, write_log  # noqa: E402
-from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.gz"
 
