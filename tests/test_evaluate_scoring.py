@@ -6,18 +6,18 @@ import os
 import pytest
 
 from ah_plugin.log_format import append_rows, format_row
+from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.policies import (
     builtin_ah_policy,
     cache_policy,
     check_bars,
     default_policy,
     fixed_policy,
-    geomean,
     score_policies,
     space_policy,
     summarize,
 )
-from torchgen_ah.evaluation.timing_table import TimingTable, build_timing_table, table_from_records
+from torchgen_ah.evaluation.timing_table import EvaluationTimingTable, build_timing_table, table_from_records
 
 # Input "a": default's set {x, y}; z is only in the wider space and is the fastest.
 # Input "b": default's set {x, y, z}.
@@ -138,7 +138,7 @@ def test_table_from_logs_takes_median_default_set_and_first_pick(tmp_path):
     assert t.first_pick[key] == "y"
     assert t.features[key]["m"] == 64 and t.features[key]["mat1_dtype"] == "torch.bfloat16"
     t.save(tmp_path / "out")
-    back = TimingTable.load(tmp_path / "out")
+    back = EvaluationTimingTable.load(tmp_path / "out")
     assert back.times(key) == times and back.default_set(key) == t.default_set(key)
     assert back.metadata["device_capa"] == (9, 0)
 
@@ -157,7 +157,7 @@ def test_inputs_the_default_run_never_logged_are_left_out_not_scored_as_misses(t
     assert set(per_input["input"]) == {kept}
     assert per_input.loc[per_input["policy"] == "cache", "benchmarked"].tolist() == [0]
     t.save(tmp_path / "out")
-    assert TimingTable.load(tmp_path / "out").left_out == t.left_out
+    assert EvaluationTimingTable.load(tmp_path / "out").left_out == t.left_out
     # without default logs every input is scored (each one's searched choices are its default set)
     assert len(build_timing_table([searched]).inputs()) == 2
 
@@ -258,7 +258,7 @@ def test_score_run_gives_the_rankers_the_runs_gpu_name_and_lists_left_out_inputs
     second.write_text("second e2e run table\n")
     assert main([str(shapes), "--out", str(out), "--from-run", "--no-plots", "--results", str(tmp_path / "R.md"),
                  "--e2e", str(first), "--e2e", str(second), "--e2e", str(tmp_path / "absent.md")]) == 0
-    table = TimingTable.load(out / "timing" / "mm")
+    table = EvaluationTimingTable.load(out / "timing" / "mm")
     assert table.metadata["device_name"] == "NVIDIA H200"
     report = (tmp_path / "R.md").read_text()
     assert "### mm: 1 inputs" in report

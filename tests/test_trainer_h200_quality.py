@@ -202,10 +202,10 @@ def test_unknown_choices_are_never_listed():
 def test_choices_seen_only_in_held_out_inputs_are_not_named_by_the_artifact():
     import pandas as pd
 
-    from torchgen_ah.training.train_decision import TimingTable, trained_choices
+    from torchgen_ah.training.train_decision import MedianTimeMatrix, trained_choices
 
     times = np.array([[1.0, 2.0, np.nan], [1.5, np.nan, 0.5]])  # input 1 alone ran "c"
-    table = TimingTable("t", np.array(["k0", "k1"]), pd.DataFrame({"m": [1, 2]}), ["a", "b", "c"], times)
+    table = MedianTimeMatrix("t", np.array(["k0", "k1"]), pd.DataFrame({"m": [1, 2]}), ["a", "b", "c"], times)
     assert trained_choices([table], [np.array([False, True])]) == ["a", "b"]
     assert trained_choices([table], [np.array([False, False])]) == ["a", "b", "c"]
     aligned = table.aligned_times(["a", "b"])  # a dropped column is dropped, not an error

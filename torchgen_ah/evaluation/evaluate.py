@@ -5,7 +5,7 @@
 
 1. Timing: worker processes (``torchgen_ah.eval_worker``) autotune each shape once over default's space
    and ``--reps`` times over the searched space, with the plugin's collector writing every choice's time.
-2. Table: median per (input, choice) (``torchgen_ah.timing_table``).
+2. Table: median per (input, choice) (``torchgen_ah.evaluation.timing_table``).
 3. Scores: default, the whole space, torch's built-in AutoHeuristic, ours at k=10 / adaptive / k=1, the
    results cache (``torchgen_ah.policies``); regret per input against default's pick and the space's best.
 4. Output under ``--out``: ``per_input.csv``, ``summary.csv``, ``evaluate.md`` (printed too), PNG plots,
@@ -48,7 +48,7 @@ from torchgen_ah.evaluation.policies import (
     summarize,
 )
 from torchgen_ah.evaluation.results_section import update_results_section
-from torchgen_ah.evaluation.timing_table import TimingTable, build_timing_table
+from torchgen_ah.evaluation.timing_table import EvaluationTimingTable, build_timing_table
 
 DEFAULT_SHAPES = os.path.join(os.path.dirname(torchgen_ah.data.__file__), "eval_shapes.csv")
 SECTION = "evaluate_gpu"
@@ -215,7 +215,7 @@ def run_timing(shapes, out_dir: str, reps: int, space: str, device: str, max_min
 # -- tables and scores ----------------------------------------------------------------------------------
 
 
-def build_tables(shapes, out_dir: str) -> dict[str, TimingTable]:
+def build_tables(shapes, out_dir: str) -> dict[str, EvaluationTimingTable]:
     """One timing table per operation from the run's logs; inputs labelled by their shape row."""
     from torchgen_ah.data.ah_log import input_keys, read_log
 
@@ -238,7 +238,7 @@ def build_tables(shapes, out_dir: str) -> dict[str, TimingTable]:
     return {op: build_timing_table(s, d, labels) for op, (s, d, labels) in by_op.items()}
 
 
-def policies_for(table: TimingTable, artifact_dir: str | None) -> list:
+def policies_for(table: EvaluationTimingTable, artifact_dir: str | None) -> list:
     policies = [default_policy(), space_policy()]
     if table.metadata.get("name") == "mm":
         policies.append(builtin_ah_policy(table.metadata))
@@ -306,7 +306,7 @@ def _load_json(path):
 
 def score_run(shapes, out_dir: str, artifact_dir=None, compile_cost=None, quality_policy="ours_k10"):
     """Tables, per-input scores, summaries and bars for a finished timing run, and per op the labels of
-    the inputs the tables left out (see ``TimingTable.left_out``)."""
+    the inputs the tables left out (see ``EvaluationTimingTable.left_out``)."""
     results, bars, left_out = {}, {}, {}
     gpu = (_load_json(os.path.join(out_dir, "environment.json")) or {}).get("gpu")
     for op, table in build_tables(shapes, out_dir).items():

@@ -38,6 +38,7 @@ import pandas as pd
 import torch
 
 from ah_plugin import artifact_loader
+from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
 from torchgen_ah.data.heldout import ROTATIONS, is_heldout
 from torchgen_ah.data.log_files import is_compressed, log_stem, plain_name
@@ -52,7 +53,7 @@ from torchgen_ah.training.ranker_scoring import (
     score_ranker,
     shipped_orders,
 )
-from torchgen_ah.training.train_decision import SPARSE_GRID, TimingTable, gmean, timing_table
+from torchgen_ah.training.train_decision import SPARSE_GRID, MedianTimeMatrix, median_time_matrix
 
 K = 10
 HOLDOUT = "sha1mod5"
@@ -75,7 +76,7 @@ class DataFile:
 
     path: str
     name: str  # dataset name given to the trainer
-    table: TimingTable
+    table: MedianTimeMatrix
     metadata: dict
     rows: int
     skipped: int
@@ -115,7 +116,7 @@ def extra_name(path: str) -> str:
 
 def load_file(path: str, name: str, default_only: bool) -> DataFile:
     log = read_log(path)  # also warns about (and counts) malformed rows
-    table = timing_table(log.frame, feature_columns(log.metadata), name,
+    table = median_time_matrix(log.frame, feature_columns(log.metadata), name,
                          keys=input_keys(log.frame, log.metadata))
     return DataFile(path, name, table, log.metadata, len(log.frame), len(log.skipped), default_only)
 
@@ -163,7 +164,7 @@ class Ranker:
     note: str
 
 
-def held_table(files: list[DataFile]) -> tuple[TimingTable, np.ndarray, np.ndarray]:
+def held_table(files: list[DataFile]) -> tuple[MedianTimeMatrix, np.ndarray, np.ndarray]:
     """All held-out inputs of all files on one choice list: (table, file index per input, default mask)."""
     parts = [(i, f.table.subset(f.held)) for i, f in enumerate(files)]
     choices = sorted(set().union(*[t.choices for _, t in parts])) if parts else []
@@ -175,10 +176,10 @@ def held_table(files: list[DataFile]) -> tuple[TimingTable, np.ndarray, np.ndarr
     for i, f in enumerate(files):
         if f.default_only:
             default[which == i] = np.isfinite(times[which == i])
-    return TimingTable("held-out", keys, features, choices, times), which, default
+    return MedianTimeMatrix("held-out", keys, features, choices, times), which, default
 
 
-def rankers(held: TimingTable, h200_path: str | None, h200_error: str | None, metadata: dict,
+def rankers(held: MedianTimeMatrix, h200_path: str | None, h200_error: str | None, metadata: dict,
             train_choices: set[str]) -> list[Ranker]:
     """The three rankers' orders on the held-out table.
 
@@ -220,7 +221,7 @@ def rankers(held: TimingTable, h200_path: str | None, h200_error: str | None, me
     return out
 
 
-def score_rows(files: list[DataFile], held: TimingTable, which: np.ndarray, default: np.ndarray,
+def score_rows(files: list[DataFile], held: MedianTimeMatrix, which: np.ndarray, default: np.ndarray,
                rks: list[Ranker]) -> list[tuple[str, Ranker, RankerScore | None]]:
     """(set label, ranker, score) per file and for all held-out inputs pooled."""
     sets = [(os.path.basename(f.path), which == i) for i, f in enumerate(files)]
@@ -358,7 +359,7 @@ def rotation_scores(files: list[DataFile], out_dir: str, first: dict | None = No
 
 
 def _gm(x: np.ndarray) -> str:
-    return f"{gmean(x):.4f}" if len(x) else "-"
+    return f"{geomean(x):.4f}" if len(x) else "-"
 
 
 def rotation_lines(rotations: list[Rotation]) -> list[str]:
@@ -382,7 +383,7 @@ def rotation_lines(rotations: list[Rotation]) -> list[str]:
         n = max((len(r) for r in regs if r is not None), default=0)
         vals = [_gm(r) if r is not None else "not scored" for r in regs]
         win = n > 0 and all(r is not None and len(r) for r in regs) and all(  # the verdict's rule: 4 decimals
-            round(gmean(regs[0]), 4) < round(gmean(r), 4) for r in regs[1:])
+            round(geomean(regs[0]), 4) < round(geomean(r), 4) for r in regs[1:])
         wins += win
         lines.append(f"| {rot.holdout.rsplit(':', 1)[1]} | {n} | " + " | ".join(vals) + f" | {'yes' if win else 'no'} |")
     lines += ["", f"MMRankingH200 has the lowest regret gmean in {wins} of {len(rotations)} rotations.", "",

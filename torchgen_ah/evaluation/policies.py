@@ -23,10 +23,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 
-from torchgen_ah.evaluation.timing_table import TimingTable
+from torchgen_ah.data.aggregate import geomean
+from torchgen_ah.evaluation.timing_table import EvaluationTimingTable
 
 EXTERN = "extern_mm"
 BUILTIN_TOP_K = 10
@@ -234,16 +234,7 @@ def _best(times: dict[str, float], choices) -> float:
     return min(values) if values else math.inf
 
 
-def geomean(values) -> float:
-    arr = np.asarray(list(values), dtype=float)
-    if arr.size == 0:
-        return math.nan
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        return math.inf
-    return float(np.exp(np.mean(np.log(arr))))
-
-
-def score_policies(table: TimingTable, policies: list[Policy]) -> pd.DataFrame:
+def score_policies(table: EvaluationTimingTable, policies: list[Policy]) -> pd.DataFrame:
     """One row per (input, policy): the kernel's time, regret vs default's pick and vs the space's best,
     and the number of choices benchmarked. ``regret_vs_default`` is ``policy time / default pick time``
     (> 1 is worse than default)."""

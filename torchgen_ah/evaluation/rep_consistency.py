@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import input_keys, read_log
 
 TINY_MS = 0.05  # inputs whose best kernel is faster than this are reported apart
@@ -55,7 +56,7 @@ def summarize(stats: list[tuple[float, float, float, int]]) -> dict:
         return {"inputs": 0}
     regrets = np.array([s[0] for s in stats])
     return {"inputs": len(stats), "same_pick": int((regrets <= 1.0).sum()),
-            "regret_gmean": float(np.exp(np.log(regrets).mean())), "regret_max": float(regrets.max()),
+            "regret_gmean": geomean(regrets), "regret_max": float(regrets.max()),
             "spread_median": float(np.median([s[1] for s in stats]))}
 
 

@@ -9,8 +9,6 @@ same bytes.
 
 from __future__ import annotations
 
-import numpy as np
-
 from torchgen_ah.training.train_decision import RankingTree
 
 _INDENT = "    "

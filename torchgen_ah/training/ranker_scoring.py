@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from torchgen_ah.training.train_decision import Metrics, evaluate_orders, gmean
+from torchgen_ah.data.aggregate import geomean
+from torchgen_ah.training.train_decision import Metrics, evaluate_orders
 
 ALWAYS_LISTED = "extern_mm"
 #: torch's shipped mm rankings, by device
@@ -126,7 +127,7 @@ def score_ranker(name: str, orders: np.ndarray, times: np.ndarray, choices: list
             default_best = np.where(dm, times, np.inf).min(axis=1)[has]
             ours = listed[has]
             ratio = ours / default_best
-            n_def, def_g, def_m = int(has.sum()), gmean(ratio), float(ratio.max())
+            n_def, def_g, def_m = int(has.sum()), geomean(ratio), float(ratio.max())
     regrets = listed[scored] / best_time[scored]
     return RankerScore(name, metrics, int(fin.sum()), int(known_pairs.sum()),
                        float(per_input.min()) if len(per_input) else float("nan"),

@@ -30,7 +30,7 @@ def grid_first(grid: dict) -> dict:
     return {name: values[0] for name, values in sorted(grid.items())}
 
 
-def load_tables(paths: list[str]) -> tuple[td.TimingTable, list[td.TimingTable], dict]:
+def load_tables(paths: list[str]) -> tuple[td.MedianTimeMatrix, list[td.MedianTimeMatrix], dict]:
     """Timing tables of the logs (the first is the main one); every log must share the metadata."""
     tables, metadata = [], None
     for path in paths:
@@ -43,7 +43,7 @@ def load_tables(paths: list[str]) -> tuple[td.TimingTable, list[td.TimingTable],
             raise ValueError(f"{path}:1: metadata {meta} differs from {paths[0]}'s {metadata}")
         if log.frame.empty:
             raise ValueError(f"{path}: no rows to train on")
-        tables.append(td.timing_table(log.frame, feature_columns(log.metadata), os.path.basename(path)))
+        tables.append(td.median_time_matrix(log.frame, feature_columns(log.metadata), os.path.basename(path)))
     return tables[0], tables[1:], metadata
 
 
