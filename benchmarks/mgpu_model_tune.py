@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args(argv)
     if args.num_gpus is None:
-        import torch
+        import torch  # lazy: only to count GPUs; the measured steps are child processes
 
         args.num_gpus = max(1, torch.cuda.device_count()) if args.device == "cuda" else 2
     work = os.path.abspath(args.out_dir)
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
 def render(r: dict) -> str:
     gpu = "CPU processes standing in for GPUs"
     if r["device"] == "cuda":
-        import torch
+        import torch  # lazy: only to name the GPU in the table
 
         gpu = f"{torch.cuda.get_device_name(0)} x {r['num_gpus']}, torch {torch.__version__}"
     c, s = r["check"], r["hit_stats"]

@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 import zipfile
 
+from tqdm import tqdm
+
 URL_BASE = "https://github.com/AlnisM/autoheuristic-datasets/raw/main/"
 
 # name -> (zip file, SHA-256 of the zip)
@@ -50,8 +52,6 @@ def _verify(path: str, expected: str, origin: str) -> None:
 
 def _download(url: str, dest: str, timeout: float) -> None:
     """Stream ``url`` to ``dest`` with a progress bar; DatasetError (suggesting --from) when offline."""
-    from tqdm import tqdm
-
     try:
         response = urllib.request.urlopen(url, timeout=timeout)
     except (urllib.error.URLError, OSError) as exc:

@@ -22,6 +22,8 @@ import sys
 import time
 import traceback
 
+from torchgen_ah.datagen.benchmark_runner import commit_staged_rows
+
 
 def resolve_runner_class(reference: str):
     """``package.module:Class`` or ``/path/to/file.py:Class`` -> the class."""
@@ -114,8 +116,6 @@ def _run_request(runner, args, device: str, request: dict) -> dict:
         if len(infos) != len(specs):
             raise RuntimeError(f"run_batch returned {len(infos)} results for {len(specs)} inputs")
         if stage_dir is not None:
-            from torchgen_ah.datagen.benchmark_runner import commit_staged_rows
-
             commit_staged_rows(stage_dir, runner.log_path)
         reply = {"msg": "result", "indices": indices, "status": "ok", "info": infos}
     except Exception as exc:  # noqa: BLE001 - one bad input must not end the run

@@ -42,7 +42,10 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from tqdm import tqdm
+
 from torchgen_ah.datagen import distributed
+from torchgen_ah.datagen.device_lock import ENV_DEVICE_LOCK
 from torchgen_ah.data.log_files import refuse_compressed_output
 
 STATUS_OK = "ok"
@@ -290,6 +293,7 @@ class BenchmarkRunner:
         and the log's feature columns in file order. Empty when the log does not exist yet."""
         if not os.path.exists(log_path) or os.path.getsize(log_path) == 0:
             return {}, []
+        # lazy: pandas only when resuming from a log (the parent of a fresh run imports neither it nor torch)
         from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
 
         log = read_log(log_path)
@@ -554,8 +558,6 @@ class _Worker:
         env.update({k: str(v) for k, v in runner.worker_env(args, self.device).items()})
         env["AH_DATAGEN_LOG_PATH"] = log_path
         if self.lock_path:
-            from torchgen_ah.datagen.device_lock import ENV_DEVICE_LOCK
-
             env[ENV_DEVICE_LOCK] = self.lock_path
         if self.cores:
             env[ENV_CPU_CORES] = ",".join(str(c) for c in self.cores)  # the worker pins itself first thing
@@ -720,8 +722,6 @@ class _Pool:
         pending = collections.deque(batches)
         self.pending = pending
         if not self.args.no_progress:
-            from tqdm import tqdm
-
             total = sum(len(b) for b in batches)
             self.bar = tqdm(total=total, desc=self.runner.name, unit="input", dynamic_ncols=True)
         old_handlers = {}

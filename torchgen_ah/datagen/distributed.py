@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -179,8 +180,6 @@ class InputClaims:
 
     def remove(self) -> None:
         """Delete this launch's folder (all ranks have finished)."""
-        import shutil
-
         shutil.rmtree(self.base, ignore_errors=True)
 
 

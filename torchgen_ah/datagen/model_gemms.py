@@ -24,12 +24,15 @@ a small torch-only transformer, for trying the tool anywhere.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import sys
 from collections import Counter, defaultdict
 from dataclasses import astuple
 from typing import NamedTuple
+
+from tqdm import tqdm
 
 from torchgen_ah.datagen.model_shapes import MODES, all_cases, build_case, describe_case
 from torchgen_ah.datagen.shape_sampler import MMInput
@@ -68,7 +71,7 @@ def gemm_of(op: str, a, b) -> Gemm | None:
 
 def recorder():
     """A TorchDispatchMode that counts every mm/addmm it sees (built lazily: torch is imported here)."""
-    import torch
+    import torch  # lazy: listing cases and --help need no torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     aten = torch.ops.aten
@@ -129,9 +132,7 @@ def case_gemms(spec: dict, device: str = "meta") -> Counter:
     Training on a real device runs under bf16 autocast, as ``model_shapes`` does; on meta the weights
     are bf16 instead (autocast does not act on meta tensors).
     """
-    import contextlib
-
-    import torch
+    import torch  # lazy: listing cases and --help need no torch
 
     if spec["suite"] == "torch":
         model, inputs, loss_fn = torch_case_model(torch, spec, device)
@@ -207,8 +208,6 @@ def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], devices: t
     failed: dict[tuple[str, str], list[str]] = defaultdict(list)
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=len(cases), desc="model GEMMs", unit="case", file=sys.stderr)
     for spec in cases:
         group = (spec["suite"], spec["mode"])

@@ -13,6 +13,7 @@ at ``--max-minutes``. timm and transformers are imported only inside the worker 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -129,7 +130,7 @@ class ModelShapesRunner(BenchmarkRunner):
         return env
 
     def setup_worker(self, args, device: str) -> None:
-        import torch
+        import torch  # lazy: only the worker imports torch, never the runner's parent
         import torch._inductor.config as inductor_config
 
         if device == "cpu" or not torch.cuda.is_available():
@@ -142,7 +143,7 @@ class ModelShapesRunner(BenchmarkRunner):
         ah_plugin.require_active_from_environment()  # the rows must come from our collector
 
     def run_sample(self, spec: dict, reps: int, args, device: str) -> dict:
-        import torch
+        import torch  # lazy: only the worker imports torch, never the runner's parent
 
         os.environ[ENV_LOG_PATH] = os.path.abspath(case_log_path(args.output, spec))
         cache_dir = tempfile.mkdtemp(prefix="ah_models_")
@@ -162,7 +163,7 @@ class ModelShapesRunner(BenchmarkRunner):
         return {"seconds": round(time.perf_counter() - start, 3)}
 
     def after_failure(self, exc, args, device) -> None:
-        import torch
+        import torch  # lazy: only the worker imports torch, never the runner's parent
 
         torch.compiler.reset()
         torch.cuda.empty_cache()
@@ -175,13 +176,11 @@ def build_case(torch, spec: dict, device: str = "cuda"):
     directly, and training uses bf16 weights too, since autocast does not act on meta tensors: its
     GEMMs then have the dtype autocast would give them.
     """
-    import contextlib
-
     train = spec["mode"] == "train"
     batch = spec["batch"]
     built_on = torch.device("meta") if device == "meta" else contextlib.nullcontext()  # else: CPU, then moved
     if spec["suite"] == "timm":
-        import timm
+        import timm  # optional: only its suite needs it (on the GPU machine)
 
         with built_on:
             model = timm.create_model(spec["model"], pretrained=False)
@@ -191,7 +190,7 @@ def build_case(torch, spec: dict, device: str = "cuda"):
         def loss_fn(out):
             return out.float().square().mean()
     else:
-        import transformers
+        import transformers  # optional: only its suite needs it (on the GPU machine)
 
         config_name, auto_name, overrides = HF_MODELS[spec["model"]]
         config = getattr(transformers, config_name)(**overrides)

@@ -27,14 +27,18 @@ input of ``torchgen_ah.evaluate --compile-cost``), ``compile_cost.csv`` (per sha
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import shutil
 import subprocess
 import sys
 import time
 
-from torchgen_ah.evaluation.eval_worker import with_package_on_path
+from torchgen_ah.evaluation.eval_worker import make_case, shape_label, with_package_on_path
+from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
 
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the issue's bars need.
@@ -89,14 +93,14 @@ def _warm_up(torch, device: str) -> None:
 
 def worker(spec: dict) -> None:
     """Inside the mode's process: compile each shape once, append one JSON line per shape."""
-    import torch
+    import torch  # lazy: only the mode's own process imports torch; the parent's modules stay cheap
 
     import ah_plugin
-    from torchgen_ah.evaluation.eval_worker import make_case, shape_label
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
     if any(row["op"] == "packed_linear" for row in spec["shapes"]):
+        # Inductor's config only for the CPU path's freezing
         import torch._inductor.config as inductor_config
 
         inductor_config.freezing = True
@@ -126,9 +130,6 @@ def worker(spec: dict) -> None:
 
 def profile_text(source, cumulative: int = 45, own: int = 25, header: str = "") -> str:
     """The top functions by cumulative and by own time of a cProfile profiler or dump file, as text."""
-    import io
-    import pstats
-
     text = io.StringIO()
     text.write(header)
     stats = pstats.Stats(source, stream=text).strip_dirs()
@@ -140,8 +141,6 @@ def profile_text(source, cumulative: int = 45, own: int = 25, header: str = "") 
 def write_profile(call, path: str) -> None:
     """Where a mode's compile time goes: ``call`` under cProfile (main thread), the top functions by
     cumulative and by own time. Profiled runs are slower; they are never part of the measured seconds."""
-    import cProfile
-
     profiler = cProfile.Profile()
     seconds = profiler.runcall(call)
     with open(path, "w", encoding="utf-8") as f:
@@ -169,7 +168,7 @@ def pick_device(device: str | None) -> str:
     """The ``--device`` argument, or cuda when this machine has one, else cpu."""
     if device is not None:
         return device
-    import torch
+    import torch  # lazy: only when no --device is given
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -241,8 +240,6 @@ def markdown(summary: dict, command: str) -> str:
 
 
 def main(argv=None) -> int:
-    from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
-
     parser = argparse.ArgumentParser(prog="python -m torchgen_ah.compile_cost", description=__doc__.split("\n")[0])
     parser.add_argument("shapes_file", nargs="?", default=DEFAULT_SHAPES)
     parser.add_argument("--out", default="compile_cost_out")

@@ -42,13 +42,13 @@ def build_model(torch, name: str, device: str):
     """(module, example inputs) for one model name."""
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     if name == "gpt2":
-        import transformers
+        import transformers  # optional: only this model needs it (on the GPU machine)
 
         config = transformers.GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=256)
         model = transformers.GPT2Model(config)
         inputs = (torch.randint(0, config.vocab_size, (8, 256), device=device),)
     elif name == "vit":
-        import timm
+        import timm  # optional: only this model needs it (on the GPU machine)
 
         model = timm.create_model("vit_small_patch16_224", pretrained=False)
         inputs = (torch.randn(32, 3, 224, 224, device=device, dtype=dtype),)
@@ -87,7 +87,7 @@ def graph_step_ms(torch, call, replays: int = 50) -> tuple[float | None, str]:
 
 
 def worker(spec: dict) -> None:
-    import torch
+    import torch  # lazy: only the mode's own process imports torch; the parent's modules stay cheap
 
     import ah_plugin
 

@@ -106,7 +106,7 @@ def _autotune_once(torch, row, device, space: str, log_path: str) -> float:
 
 def _environment(torch, device: str) -> dict:
     info = {"torch": torch.__version__, "device": device, "python": sys.version.split()[0]}
-    try:
+    try:  # optional: the CPU path has no Triton
         import triton
 
         info["triton"] = triton.__version__
@@ -119,7 +119,7 @@ def _environment(torch, device: str) -> dict:
 
 
 def run(spec: dict) -> None:
-    import torch
+    import torch  # lazy: torchgen_ah.evaluate imports this module in a parent that never needs torch
     import torch._inductor.config as inductor_config
 
     import ah_plugin

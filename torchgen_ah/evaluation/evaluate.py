@@ -28,6 +28,8 @@ import time
 import pandas as pd
 
 import torchgen_ah.data
+from torchgen_ah.data.ah_log import input_keys, read_log
+from torchgen_ah.datagen.distributed import visible_device_id
 from torchgen_ah.evaluation.eval_worker import (
     LAYOUTS,
     OPS,
@@ -37,6 +39,7 @@ from torchgen_ah.evaluation.eval_worker import (
     with_package_on_path,
     worker_environment,
 )
+from torchgen_ah.evaluation.plots import plot_evaluation
 from torchgen_ah.evaluation.policies import (
     builtin_ah_policy,
     cache_policy,
@@ -154,8 +157,6 @@ def worker_devices(device: str, workers: int) -> list[str | None]:
     """CUDA_VISIBLE_DEVICES value per timing worker (None: leave the variable as it is, e.g. on the CPU)."""
     if device != "cuda" or workers <= 1:
         return [None] * max(1, workers)
-    from torchgen_ah.datagen.distributed import visible_device_id
-
     return [visible_device_id(g) for g in range(workers)]
 
 
@@ -217,8 +218,6 @@ def run_timing(shapes, out_dir: str, reps: int, space: str, device: str, max_min
 
 def build_tables(shapes, out_dir: str) -> dict[str, EvaluationTimingTable]:
     """One timing table per operation from the run's logs; inputs labelled by their shape row."""
-    from torchgen_ah.data.ah_log import input_keys, read_log
-
     by_op: dict[str, tuple[list, list, dict]] = {}
     for index, row in enumerate(shapes):
         default_log, searched_log = log_paths(out_dir, index, row["op"])
@@ -364,7 +363,7 @@ def main(argv=None) -> int:
     if not args.from_run:
         device = args.device
         if device is None:
-            import torch
+            import torch  # lazy: only to pick the device; the timing runs in worker processes
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
         run_timing(shapes, args.out, reps, args.space, device, args.max_minutes, args.sample, args.workers)
@@ -398,8 +397,6 @@ def main(argv=None) -> int:
         per_input.to_csv(os.path.join(args.out, f"per_input_{op}.csv"), index=False)
         summary.to_csv(os.path.join(args.out, f"summary_{op}.csv"), index=False)
         if not args.no_plots:
-            from torchgen_ah.evaluation.plots import plot_evaluation
-
             seconds = ((_load_json(args.compile_cost) or {}).get(op) or {}).get("autotune_seconds")
             png = os.path.join(args.out, f"evaluate_{op}.png")
             plot_evaluation(summary, per_input, png, autotune_seconds=seconds, title=op)

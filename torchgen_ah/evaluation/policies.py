@@ -20,6 +20,7 @@ Policies:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -111,6 +112,7 @@ def _upstream_id(choice: str) -> str:
 
 def _builtin_context(features: dict, op_name: str):
     """An ``AHContext`` with the features ``mm_autoheuristic`` adds, in its order, plus ``mm_operations``."""
+    # torch's own AutoHeuristic only when its policy is scored: scoring needs no torch otherwise
     from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, mm_operations
 
     context = AHContext()
@@ -132,6 +134,7 @@ def _builtin_context(features: dict, op_name: str):
 def builtin_ah_ranked(features: dict, metadata: dict, upstream_candidates: list[str]) -> list[str] | None:
     """Upstream ids the shipped H100 artifact would keep (top 10 of those it knows, best first), or
     None when it makes no decision (precondition fails, features missing)."""
+    # torch's own AutoHeuristic only when its policy is scored: scoring needs no torch otherwise
     from torch._inductor.autoheuristic.artifacts._MMRankingH100 import MMRankingH100
     from torch._inductor.autoheuristic.autoheuristic_utils import AHMetadata
 
@@ -192,8 +195,6 @@ def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | 
     k=1: one choice, nothing benchmarked). ``package``: also the installed package's artifacts (False:
     ``artifact_dir`` alone, to compare artifact sets).
     """
-    import warnings
-
     from ah_plugin.policy import AutotuneRequest
     from ah_plugin.ranking import ADAPTIVE, RankingPolicy, UseOptions
 

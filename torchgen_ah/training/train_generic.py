@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 
+from torchgen_ah.training import codegen
 from torchgen_ah.training import train_decision as td
 from torchgen_ah.data.ah_log import feature_columns, read_log
 
@@ -78,8 +79,6 @@ def train_from_log(paths, *, heuristic_name: str, out_dir: str, device_names=(),
     else:
         model = td.train(main, extras, spec, k=k, default=default,
                          grid=grid or (SMALL_GRID if inputs < 200 else None), log=log).model
-    from torchgen_ah.training import codegen
-
     names = " ".join(os.path.basename(p) for p in paths)
     source = codegen.generate_artifact(
         model,
