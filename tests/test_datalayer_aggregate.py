@@ -1,4 +1,4 @@
-"""torchgen_ah.aggregate: repetitions -> median, count and spread per (input, choice)."""
+"""torchgen_ah.data.aggregate: repetitions -> median, count and spread per (input, choice)."""
 
 import math
 import zipfile

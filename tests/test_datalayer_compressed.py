@@ -1,4 +1,4 @@
-"""Compressed logs (torchgen_ah.log_files): the committed datasets are .txt.gz, so every reader must give
+"""Compressed logs (torchgen_ah.data.log_files): the committed datasets are .txt.gz, so every reader must give
 the same rows as from plain text, merge_data must grow a compressed file in place, a cut-short file must
 lose only its torn tail (with a warning), corrupt data must be a clear error, and collection, which
 appends plain text, must refuse a .gz output and resume from a decompressed copy."""

@@ -1,4 +1,4 @@
-"""torchgen_ah.ah_log on samples of the six official files and on hand-made bad input."""
+"""torchgen_ah.data.ah_log on samples of the six official files and on hand-made bad input."""
 
 import hashlib
 import warnings

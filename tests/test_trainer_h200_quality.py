@@ -1,5 +1,5 @@
 """The issue-5 bar (torchgen_ah.evaluation.h200_quality, benchmarks/h200_quality.py) on the real H200 logs (datasets/h200): the split, the three-ranker table, the
-edge cases of a tiny dataset, and torchgen_ah.ranker_scoring's rule for unknown choices."""
+edge cases of a tiny dataset, and torchgen_ah.training.ranker_scoring's rule for unknown choices."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ pandas' C parser, and validation from column operations, so the three official A
 in seconds. A malformed row never stops a read: it is skipped, recorded in ``AHLog.skipped`` with its
 1-based line number, and reported in one warning per file. A file whose metadata line or header is
 unusable raises ``AHLogError`` naming the file and line. A ``.gz`` file is read through gzip
-(``torchgen_ah.log_files``).
+(``torchgen_ah.data.log_files``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Worker process of ``BenchmarkRunner``: rebuilds the runner, sets up once, then measures inputs on request.
 
-Started by the runner as ``python -m torchgen_ah._runner_worker IN_FD OUT_FD module:Class``. Requests and
-replies are JSON lines on the two pipes; stdout/stderr go to the worker's log file. An exception in a
+Started by the runner as ``python -m torchgen_ah.datagen._runner_worker IN_FD OUT_FD module:Class``. Requests
+and replies are JSON lines on the two pipes; stdout/stderr go to the worker's log file. An exception in a
 sample is reported as a result and the worker carries on; anything worse (a hang, a crash) is the
 parent's to handle by killing this process group.
 

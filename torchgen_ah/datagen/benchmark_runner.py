@@ -20,7 +20,7 @@ features identify it (``input_features``). The base class does the rest:
 * resumption: a restart appends to the same log and skips inputs already complete there (the log's input
   keys, counting repetitions already written) or already journaled;
 * determinism: sample ``i`` is a pure function of (seed, i), so shards and restarts agree;
-* sharding under torchrun (see ``torchgen_ah.distributed``) and a clean stop at a time budget.
+* sharding under torchrun (see ``torchgen_ah.datagen.distributed``) and a clean stop at a time budget.
 
 Files next to the log ``OUT`` (per rank): ``OUT.progress.jsonl`` (one JSON line per finished sample:
 index, input, status, seconds, error) and ``OUT.workers/worker<K>.log`` (the workers' stdout/stderr).

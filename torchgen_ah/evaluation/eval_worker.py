@@ -13,8 +13,9 @@ Timing is Inductor's own benchmarker (the plugin only logs what it measured): on
 so a small kernel never runs from a warm L2 (no input rotation needed), and reports the minimum over its
 iterations; the repetitions here then take the median of those minima across autotunings.
 
-Run by ``torchgen_ah.evaluate``: ``python -m torchgen_ah.eval_worker SPEC.json`` where the spec names
-the shapes, the output folder, repetitions and a deadline. Progress goes to ``progress.jsonl``.
+Run by ``torchgen_ah.evaluate`` as ``python -m torchgen_ah.evaluation.eval_worker SPEC.json`` (the documented
+name ``python -m torchgen_ah.eval_worker`` is the same command) where the spec names the shapes, the output
+folder, repetitions and a deadline. Progress goes to ``progress.jsonl``.
 """
 
 from __future__ import annotations

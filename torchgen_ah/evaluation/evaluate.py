@@ -7,7 +7,7 @@
    and ``--reps`` times over the searched space, with the plugin's collector writing every choice's time.
 2. Table: median per (input, choice) (``torchgen_ah.evaluation.timing_table``).
 3. Scores: default, the whole space, torch's built-in AutoHeuristic, ours at k=10 / adaptive / k=1, the
-   results cache (``torchgen_ah.policies``); regret per input against default's pick and the space's best.
+   results cache (``torchgen_ah.evaluation.policies``); regret per input against default's pick and the space's best.
 4. Output under ``--out``: ``per_input.csv``, ``summary.csv``, ``evaluate.md`` (printed too), PNG plots,
    and with ``--results FILE`` the ``evaluate_gpu`` section of that markdown file.
 """

@@ -10,7 +10,7 @@ MMRankingH200 is trained on every input of ``--datasets`` (no hold-out: what shi
 of ``h200_quality``. Two artifact folders are scored, each alone (package off): the baseline holds the
 packaged artifacts except MMRankingH200 (on an H200 that is MMRankingH100, what ran before
 MMRankingH200 shipped), the other the same plus the freshly trained MMRankingH200 (a device-specific
-artifact wins on an H200). Both go through ``torchgen_ah.policies.ours_policy`` on one timing table.
+artifact wins on an H200). Both go through ``torchgen_ah.evaluation.policies.ours_policy`` on one timing table.
 Inputs of the run whose key is also an input of the training data are counted, and the figures are
 repeated without them. The report also says whether the shipped ``artifacts/_MMRankingH200.py`` is
 the one this data trains (regenerate it when the data grows).

@@ -1,13 +1,13 @@
 """Issue-5 bar: MMRankingH200 vs torch's shipped and our regenerated MMRankingH100 on held-out H200 inputs.
 
 Protocol. Every input of the H200 logs (main random file and real-model files) is held out when
-int(sha1(key), 16) % 5 == 0 (torchgen_ah.heldout, the issue-2 split). MMRankingH200 is trained on the
+int(sha1(key), 16) % 5 == 0 (torchgen_ah.data.heldout, the issue-2 split). MMRankingH200 is trained on the
 other inputs with the foundation's trainer and our H100 regeneration's flags (--ranking 10 --save-dot,
 real-model files as --data extra training data, weight 3) plus --holdout sha1mod5 and
 --device-name "NVIDIA H200"; the artifact goes to --out-dir (a temporary folder by default; never to
 artifacts/). Three rankers are then scored on the held-out inputs' timing table (median per input and
-choice), with the rules of torchgen_ah.ranker_scoring: list = first 10 ranked choices with a time for
-the input, plus extern_mm; a measured choice a ranker does not rank is never in its list.
+choice), with the rules of torchgen_ah.training.ranker_scoring: list = first 10 ranked choices with a time
+for the input, plus extern_mm; a measured choice a ranker does not rank is never in its list.
 
 Rotation (skip with --no-rotation): the same comparison with each sha1 % 5 bucket held out in turn
 (--holdout sha1mod5:B, a fresh MMRankingH200 each time), so that every input is scored once by an artifact

@@ -1,6 +1,6 @@
 """``python -m torchgen_ah.mm.gen_data_mm``: collect mm autotuning data with the plugin's collector.
 
-Each input (sampled as upstream does, see ``torchgen_ah.shape_sampler``, or read from ``--shapes``) is
+Each input (sampled as upstream does, see ``torchgen_ah.datagen.shape_sampler``, or read from ``--shapes``) is
 compiled with ``mode="max-autotune-no-cudagraphs"`` ``--num-reps`` times; every compile autotunes afresh and
 the plugin's collector appends one row per timed choice to ``-o``. The candidates are default
 max-autotune's choices plus ``--search-space-sample`` configs drawn from the plugin's wider space.

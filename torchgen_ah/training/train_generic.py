@@ -7,7 +7,8 @@ For operations without a specialised trainer (``packed_linear`` on the CPU, or a
 dtypes), nothing derived. The log's metadata (op name, device capability, shared memory) becomes the
 artifact's precondition; ``--device-name`` makes it device specific. Writes ``DIR/_NAME.py``.
 
-Built on the generic trainer (``torchgen_ah.train_decision``) and code generator (``torchgen_ah.codegen``).
+Built on the generic trainer (``torchgen_ah.training.train_decision``) and code generator
+(``torchgen_ah.training.codegen``).
 """
 
 from __future__ import annotations
