@@ -18,7 +18,7 @@ ways, as its median and 10th-90th percentile. The shapes are drawn from the upst
 dims <= ``--max-dim`` and one dtype (``--dtype``) so that the K inputs make full batches, as in a long
 collection run where inputs are grouped by dtype.
 
-    PYTHONPATH=. python benchmarks/collect_throughput.py --num-shapes 8 --num-reps 2 --batch-size 8 \
+    python benchmarks/collect_throughput.py --num-shapes 8 --num-reps 2 --batch-size 8 \
         --fresh-subset 3 --out-dir /tmp/ct
 
 Writes its section of ``benchmarks/RESULTS.md`` (between ``<!-- BEGIN collect_throughput -->`` markers).
@@ -34,11 +34,13 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from torchgen_ah.datagen.shape_sampler import sample_mm_input
+from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
+from torchgen_ah.evaluation.run_agreement import compare, per_choice_medians, repetition_spread
+from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
 
-from benchmarks._results import update_section  # noqa: E402
-from torchgen_ah.shape_sampler import sample_mm_input  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "RESULTS.md")
 
 SECTION = "collect_throughput"
 
@@ -64,7 +66,6 @@ def write_shapes(path: str, shapes: list[dict]) -> None:
 
 def plugin_env(log_path: str, space: str, sample, device: str = "cuda") -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env["TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"] = "packed_linear" if device == "cpu" else "mm"
     env["TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"] = log_path
     env["AH_PLUGIN_SEARCH_SPACE"] = space
@@ -76,8 +77,6 @@ def plugin_env(log_path: str, space: str, sample, device: str = "cuda") -> dict:
 
 def single_sample(spec_json: str) -> int:
     """Child mode of the per-process way: one input, all reps, then exit."""
-    from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
-
     spec = json.loads(spec_json)
     runner = BenchmarkRunnerMM()
     device = spec.get("device", "cuda")
@@ -124,91 +123,11 @@ def run_warm(shapes_path, count, reps, log_path, space, sample, batch_size, devi
     return seconds
 
 
-def per_choice_medians(log_path: str):
-    """{input key: {choice: median ms}} and the set of inputs whose every choice got a finite time."""
-    import numpy as np
-
-    from torchgen_ah.ah_log import input_keys, read_log
-
-    if not os.path.exists(log_path):
-        return {}, set()
-    log = read_log(log_path)
-    frame = log.frame.assign(key=input_keys(log.frame, log.metadata))
-    medians: dict = {}
-    complete = set()
-    for key, group in frame.groupby("key", sort=False):
-        per_choice = group.groupby("choice")["feedback"].median()
-        medians[key] = per_choice.to_dict()
-        if len(per_choice) > 1 and np.isfinite(per_choice.to_numpy()).all():
-            complete.add(key)
-    return medians, complete
-
-
-def _repetitions(log_path: str):
-    """The log's rows with their input key and repetition number (0-based, per input and choice); None
-    without a log."""
-    from torchgen_ah.ah_log import input_keys, read_log
-
-    if not os.path.exists(log_path):
-        return None
-    log = read_log(log_path)
-    frame = log.frame.assign(key=input_keys(log.frame, log.metadata))
-    return frame.assign(rep=frame.groupby(["key", "choice"]).cumcount())
-
-
-def repetition_times(log_path: str, rep: int) -> dict:
-    """{input key: {choice: time}} of one logged repetition (0-based), for comparing one way against
-    another way's single repetition."""
-    frame = _repetitions(log_path)
-    if frame is None:
-        return {}
-    out: dict = {}
-    chosen = frame[frame["rep"] == rep]
-    for key, choice, value in zip(chosen["key"], chosen["choice"], chosen["feedback"]):
-        out.setdefault(key, {})[choice] = value
-    return out
-
-
-def repetition_spread(log_path: str):
-    """Noise floor of one way: first / second repetition of each (input, choice), median and 10th-90th
-    percentile. Agreement between the ways is "within noise" when it sits inside these spreads."""
-    import numpy as np
-
-    frame = _repetitions(log_path)
-    if frame is None:
-        return None
-    table = frame.pivot_table(index=["key", "choice"], columns="rep", values="feedback")
-    if 1 not in table.columns:
-        return None
-    ratios = (table[0] / table[1]).replace([np.inf, -np.inf], np.nan).dropna().to_numpy()
-    if not len(ratios):
-        return None
-    return {"pairs": len(ratios), "median": float(np.median(ratios)), "p10": float(np.percentile(ratios, 10)),
-            "p90": float(np.percentile(ratios, 90))}
-
-
 def spread_line(name: str, spread) -> str:
     if not spread:
         return f"{name}: fewer than two repetitions, no rep-to-rep spread."
     return (f"{name}, rep 1 / rep 2 of the same (input, choice) over {spread['pairs']} pairs: median "
             f"{spread['median']:.3f}, 10th-90th percentile {spread['p10']:.3f}-{spread['p90']:.3f}.")
-
-
-def compare(base: dict, warm: dict):
-    import numpy as np
-
-    ratios = []
-    for key, choices in warm.items():
-        for choice, value in choices.items():
-            other = base.get(key, {}).get(choice)
-            if other is not None and np.isfinite(value) and np.isfinite(other) and other > 0:
-                ratios.append(value / other)
-    if not ratios:
-        return None
-    arr = np.array(ratios)
-    return {"pairs": len(arr), "median": float(np.median(arr)), "p10": float(np.percentile(arr, 10)),
-            "p90": float(np.percentile(arr, 90)), "p1": float(np.percentile(arr, 1)),
-            "p99": float(np.percentile(arr, 99))}
 
 
 def shared_section(args, count, seconds, done, rate, warm_rate, agreement, spread) -> list[str]:
@@ -290,7 +209,7 @@ def main(argv=None) -> int:
 
     gpu = "unknown GPU"
     try:
-        import torch
+        import torch  # lazy: the parent only starts the measured processes; torch names the GPU here
 
         if torch.cuda.is_available():
             gpu = f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, Python {sys.version.split()[0]}"
@@ -327,9 +246,10 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if not args.no_write:
-        command = "PYTHONPATH=. python benchmarks/collect_throughput.py " + " ".join(
+        command = "python benchmarks/collect_throughput.py " + " ".join(
             a for a in (argv if argv is not None else sys.argv[1:]))
-        update_section(SECTION, f"## Collection throughput\n\nCommand: `{command.strip()}`\n\n{text}")
+        update_results_section(RESULTS, SECTION, f"## Collection throughput\n\nCommand: `{command.strip()}`\n\n{text}",
+                               BENCHMARK_TITLE)
     return 0
 
 

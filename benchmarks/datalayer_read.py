@@ -17,19 +17,19 @@ import platform
 import subprocess
 import sys
 
+from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 NAME = "datalayer_read"
-sys.path.insert(0, REPO)
-
-from benchmarks._results import update_section  # noqa: E402
+RESULTS = os.path.join(HERE, "RESULTS.md")
 
 CHILD = r"""
-import json, resource, sys, time
+import json, os, resource, sys, tempfile, time
 import numpy, pandas
-from torchgen_ah.ah_log import read_log
-from torchgen_ah.aggregate import aggregate
-from torchgen_ah.ah_log import input_keys
+from torchgen_ah.data.ah_log import input_keys, read_log
+from torchgen_ah.data.aggregate import aggregate
+from torchgen_ah.data.merge import merge_logs
 task, paths = sys.argv[1], sys.argv[2:]
 start = time.perf_counter()
 cpu0 = time.process_time()
@@ -43,8 +43,6 @@ elif task == "read+keys+aggregate":
         input_keys(log.frame, log.metadata)
         rows += len(aggregate(log.frame, log.metadata))
 elif task == "merge":
-    from torchgen_ah.merge_data import merge_logs
-    import tempfile, os
     out = os.path.join(tempfile.mkdtemp(), "merged.txt")
     rows, _ = merge_logs(out, paths, log=lambda *_: None)
     os.remove(out)
@@ -56,9 +54,8 @@ print(json.dumps({"seconds": elapsed, "cpu": cpu, "peak_mib": peak, "rows": rows
 
 
 def measure(task: str, paths: list[str]) -> dict:
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-c", CHILD, task, *paths], capture_output=True, text=True,
-                         env=env, check=True, cwd=REPO)
+                         check=True, cwd=REPO)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -93,7 +90,7 @@ def main() -> None:
         lines.append(f"| {label} | {mib:.0f} | {r['rows']:,} | {r['seconds']:.2f} | {r['cpu']:.2f} | {r['peak_mib']:.0f} |")
     table = "\n".join(lines)
     print(table)
-    update_section(NAME, "## Data layer: reading the official logs\n\n" + table)
+    update_results_section(RESULTS, NAME, "## Data layer: reading the official logs\n\n" + table, BENCHMARK_TITLE)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ Three fresh processes and one tuning launch, all with their own Inductor cache f
 4. **hit**: the model again with tuning off on ``_full0``: every GEMM must hit, nothing is benchmarked and no
    shape is recorded as untuned.
 
-    PYTHONPATH=. python benchmarks/mgpu_model_tune.py --device cuda --num-gpus 2 --out-dir /tmp/mgpu
+    python benchmarks/mgpu_model_tune.py --device cuda --num-gpus 2 --out-dir /tmp/mgpu
 
 Prints a table and writes its section of ``benchmarks/RESULTS.md`` (``<!-- BEGIN mgpu_model_tune -->``).
 On a machine without GPUs, ``--device cpu --num-gpus 2`` runs the same flow with CPU processes standing in.
@@ -30,11 +30,10 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from ah_plugin.tunable import results_file as F
+from torchgen_ah.evaluation.results_section import publish
 
-from benchmarks._results import update_section  # noqa: E402
-
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 SECTION = "mgpu_model_tune"
 
 CHILD = r"""
@@ -77,7 +76,6 @@ print("RESULT " + json.dumps({"model": name + ", " + str(dtype).replace("torch."
 
 def _env(work: str, cache: str, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AH_", "TORCHINDUCTOR_", "TRITON_CACHE"))}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, cache)
     env.update(extra)
     return env
@@ -94,8 +92,6 @@ def run_model(device: str, work: str, cache: str, **extra: str) -> dict:
 
 def check_full_files(work: str, num_gpus: int, expected_keys: set) -> dict:
     """Every copy equals _full0, reads back with this process's validators, and holds every shape."""
-    from ah_plugin.tunable import results_file as F
-
     full = [os.path.join(work, f"results_full{i}.csv") for i in range(num_gpus)]
     missing = [p for p in full if not os.path.exists(p)]
     read = F.read_results(full[0], F.current_validators()) if not missing else None
@@ -117,7 +113,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
     args = parser.parse_args(argv)
     if args.num_gpus is None:
-        import torch
+        import torch  # lazy: only to count GPUs; the measured steps are child processes
 
         args.num_gpus = max(1, torch.cuda.device_count()) if args.device == "cuda" else 2
     work = os.path.abspath(args.out_dir)
@@ -130,8 +126,6 @@ def main(argv=None) -> int:
     record = run_model(args.device, work, "ind_record", AH_TUNABLE_TUNING="0", AH_TUNABLE_RECORD_UNTUNED="1",
                        **cache_env)
     record_s = time.perf_counter() - started
-
-    from ah_plugin.tunable import results_file as F
 
     untuned = sorted(glob.glob(os.path.join(work, "untuned*.csv")))
     keys = {key for path in untuned for key in F.read_untuned(path)}
@@ -171,24 +165,21 @@ def main(argv=None) -> int:
               "hit_new_untuned": len(new_untuned), "ok": ok}
     with open(os.path.join(work, "mgpu_model_tune.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
-    text = render(result)
-    print(text)
-    if not args.no_write:
-        update_section(SECTION, text)
+    publish(RESULTS, SECTION, render(result), write=not args.no_write)
     return 0 if ok else 1
 
 
 def render(r: dict) -> str:
     gpu = "CPU processes standing in for GPUs"
     if r["device"] == "cuda":
-        import torch
+        import torch  # lazy: only to name the GPU in the table
 
         gpu = f"{torch.cuda.get_device_name(0)} x {r['num_gpus']}, torch {torch.__version__}"
     c, s = r["check"], r["hit_stats"]
     return "\n".join([
         "## Offline tuning of a real model's GEMMs on every GPU of a host",
         "",
-        f"Command: `PYTHONPATH=. python benchmarks/mgpu_model_tune.py --device {r['device']} "
+        f"Command: `python benchmarks/mgpu_model_tune.py --device {r['device']} "
         f"--num-gpus {r['num_gpus']} --out-dir OUT`",
         "",
         f"{gpu}; model: {r['model']}, two batch shapes, max-autotune-no-cudagraphs.",

@@ -5,7 +5,7 @@ job script) and the merged logs, and reports, per run, inputs with all choices t
 its ratio to the single-GPU run (target: at least 0.8 x GPUs for the whole run, i.e. 0.8 per GPU). Each merged
 log is read with the data layer and its metadata checked against the single-GPU log (``merge_data``'s rule).
 
-    PYTHONPATH=. python benchmarks/multigpu_collect.py --run "one GPU:1:one.done.json:one.txt" \
+    python benchmarks/multigpu_collect.py --run "one GPU:1:one.done.json:one.txt" \
         --run "two workers:2:two.done.json:two.txt" --run "torchrun x2:2:tr.done.json:tr_merged.txt"
 
 Ratios are fair only on the same work: ``gpu_jobs/multigpu.sh`` gives every run the same samples
@@ -23,19 +23,16 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from torchgen_ah.data.ah_log import input_keys, read_log
+from torchgen_ah.data.merge import metadata_differences
+from torchgen_ah.evaluation.results_section import publish
+from torchgen_ah.evaluation.run_agreement import compare, per_choice_medians
 
-from benchmarks._results import update_section  # noqa: E402
-from benchmarks.collect_throughput import compare, per_choice_medians  # noqa: E402
-
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 SECTION = "multigpu_collect"
 
 
 def describe(name: str, gpus: int, done_path: str, log_path: str, reference_meta) -> dict:
-    from torchgen_ah.ah_log import input_keys, read_log
-    from torchgen_ah.merge_data import metadata_differences
-
     with open(done_path, encoding="utf-8") as f:
         done = json.load(f)
     minutes = done["seconds"] / 60.0
@@ -112,11 +109,7 @@ def main(argv=None) -> int:
     if not all(r["finished"] for r in rows):
         lines.append("A run that did not finish (its time limit stopped it, or it skipped inputs an earlier run had "
                      "done) did not time all of its inputs itself: its rate is not comparable.")
-    text = "\n".join(lines)
-    print(text)
-    if not args.no_write:
-        update_section(SECTION, text)
-    return 0
+    return publish(RESULTS, SECTION, "\n".join(lines), write=not args.no_write)
 
 
 if __name__ == "__main__":

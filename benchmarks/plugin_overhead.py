@@ -16,11 +16,11 @@ import subprocess
 import sys
 import time
 
+from ah_plugin import features, ranking
+from torchgen_ah.evaluation.results_section import publish
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-from ah_plugin import features  # noqa: E402
-
+RESULTS = os.path.join(REPO, "benchmarks", "RESULTS.md")
 ARTIFACT = os.path.join(REPO, "artifacts", "_MMRankingH100.py")
 SHAPES = [(8192, 1024, 256), (1024, 1024, 1024), (4096, 4096, 512), (128, 8192, 4096)]
 
@@ -40,8 +40,6 @@ def _load_artifact():
 
 def per_lowering(repeats: int = 2000):
     """Median microseconds of features (and features + ranking) per mm lowering."""
-    from ah_plugin import ranking
-
     artifact = _load_artifact()
     options = ranking.UseOptions(top_k=10)
     candidates = list(artifact.choices)[:24] if artifact is not None else []
@@ -101,11 +99,7 @@ def main() -> None:
         f"| `import torch`, `TORCH_DEVICE_BACKEND_AUTOLOAD=0` ({args.runs} fresh processes) | {base_med * 1000:.0f} ms |",
         f"| difference | {(off_med - base_med) * 1000:+.0f} ms (spread of runs: {min(off) * 1000:.0f}-{max(off) * 1000:.0f} ms vs {min(autoload_off) * 1000:.0f}-{max(autoload_off) * 1000:.0f} ms) |",
     ])
-    print(body)
-    if not args.no_write:
-        from benchmarks._results import update_section
-
-        update_section("plugin_overhead", body)
+    publish(RESULTS, "plugin_overhead", body, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -14,20 +14,18 @@ not a peer) are scored on the same inputs through their own get_decisions_ranked
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
 
-import numpy as np
+from torchgen_ah.data.heldout import is_heldout
+from torchgen_ah.evaluation.results_section import publish
+from torchgen_ah.mm import train_decision_mm as mm
+from torchgen_ah.training.ranker_scoring import shipped_orders, with_unranked_column
+from torchgen_ah.training.train_decision import evaluate_orders
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from benchmarks._results import update_section  # noqa: E402
-from torchgen_ah.heldout import is_heldout  # noqa: E402
-from torchgen_ah.mm import train_decision_mm as mm  # noqa: E402
-from torchgen_ah.train_decision import evaluate_orders  # noqa: E402
+RESULTS = os.path.join(ROOT, "benchmarks", "RESULTS.md")
 
 # file -> (inputs, top-10 hit, regret gmean, regret max, top-1 regret gmean, always-extern_mm top-1 gmean)
 UPSTREAM = {
@@ -39,41 +37,6 @@ UPSTREAM = {
     "h100_hf": (55, 1.0, 1.0, 1.0, 1.091, 1.077),
 }
 FILES = {"mm": "{d}_mm.txt", "timm": "{d}_timm_train_mm.txt", "hf": "{d}_hf_train_mm.txt"}
-SHIPPED = {"a100": "MMRankingA100", "h100": "MMRankingH100"}
-
-
-def shipped_orders(device: str, table, choices: list[str]):
-    """Rankings of torch's shipped artifact for every input of `table` (None if torch lacks it)."""
-    try:
-        import importlib
-
-        import torch
-        from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, mm_operations
-        mod = importlib.import_module(f"torch._inductor.autoheuristic.artifacts._{SHIPPED[device]}")
-    except Exception as exc:  # noqa: BLE001 - a benchmark row, not a failure
-        print(f"shipped {SHIPPED[device]} unavailable: {exc}")
-        return None
-    heuristic = getattr(mod, SHIPPED[device])()
-    pad = len(choices)  # index of an all-nan column: "not ranked"
-    pos = {c: i for i, c in enumerate(choices)}
-    orders = np.full((len(table.keys), len(choices)), pad, dtype=np.int64)
-    for i, row in enumerate(table.features.to_dict("records")):
-        ctx = AHContext()
-        for name in ("m", "k", "n"):
-            ctx.add_feature(name, int(row[name]))
-        for name in ("mat1_dtype", "mat2_dtype"):
-            ctx.add_feature(name, getattr(torch, str(row[name]).split(".")[-1]), is_categorical=True)
-        for name in ("mat1_stride_0", "mat1_stride_1", "mat2_stride_0", "mat2_stride_1"):
-            ctx.add_feature(name, int(row[name]))
-        for name in ("mat1_iscontig", "mat2_iscontig"):
-            ctx.add_feature(name, str(row[name]) == "True", is_categorical=True)
-        tf32 = str(row["using_tf32"])
-        ctx.add_feature("using_tf32", tf32 if tf32 == "not_float_32" else tf32 == "True", is_categorical=True)
-        ctx.apply_operations(mm_operations())
-        ranked = [pos[c] for c in (heuristic.get_decisions_ranked(ctx) or []) if c in pos]
-        ranked = list(dict.fromkeys(ranked))
-        orders[i, : len(ranked)] = ranked
-    return orders
 
 
 def device_rows(device: str, data_dir: str, k: int = 10) -> list[dict]:
@@ -94,8 +57,8 @@ def device_rows(device: str, data_dir: str, k: int = 10) -> list[dict]:
         shipped = shipped_orders(device, held, model.choices)
         ship = None
         if shipped is not None:
-            times_pad = np.concatenate([times, np.full((len(times), 1), np.nan)], axis=1)
-            ship = evaluate_orders("shipped", shipped, times_pad, k, model.choices.index("extern_mm"))
+            ship = evaluate_orders("shipped", shipped, with_unranked_column(times), k,
+                                   model.choices.index("extern_mm"))
         rows.append({"file": f"{device}_{kind}", "ours": ours[name], "shipped": ship,
                      "params": run.result.best_params})
     return rows
@@ -144,9 +107,7 @@ def main() -> int:
         *lines, "",
         *[f"- {'PASS' if ok else 'FAIL'}: {what}" for what, ok in checks],
     ])
-    print(body)
-    if not args.no_write:
-        update_section("train_quality", body)
+    publish(RESULTS, "train_quality", body, write=not args.no_write)
     return 0 if all(ok for _, ok in checks) else 1
 
 

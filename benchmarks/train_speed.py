@@ -15,10 +15,10 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from torchgen_ah.evaluation.results_section import publish
 
-from benchmarks._results import update_section  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "RESULTS.md")
 
 BARS = {"a100": (27.0, 751.0), "h100": (12.0, 560.0)}
 
@@ -59,9 +59,7 @@ def main() -> int:
         "Command: `python benchmarks/train_speed.py` (runs the issue's `train_decision_mm` commands with "
         "`--save-dot`, default grid, under `/usr/bin/time`). 2-core machine; wall time grows with the "
         "load average (other jobs on the same cores), CPU s does not.", "", *lines])
-    print(body)
-    if not args.no_write:
-        update_section("train_speed", body)
+    publish(RESULTS, "train_speed", body, write=not args.no_write)
     return 0 if ok else 1
 
 

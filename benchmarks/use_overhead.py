@@ -16,17 +16,16 @@ import os
 import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from ah_plugin import artifact_loader, features, log_format
+from ah_plugin.policy import AutotuneRequest
+from ah_plugin.ranking import RankingPolicy, UseOptions
+from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
+from torchgen_ah.training.train_generic import train_from_log
 
-from ah_plugin import artifact_loader, features, log_format  # noqa: E402
-from ah_plugin.policy import AutotuneRequest  # noqa: E402
-from ah_plugin.ranking import RankingPolicy, UseOptions  # noqa: E402
-from benchmarks._results import update_section  # noqa: E402
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 
 H100 = {"device_capa": (9, 0), "shared_memory": 232448, "device_name": "NVIDIA H100 80GB HBM3"}
 CONFIGS = [f"type=triton_BLOCK-M={m}_BLOCK-K={k}_BLOCK-N={n}_numstages={s}_numwarps=4"
@@ -41,8 +40,6 @@ def tensors(m, k, n):
 
 def synthetic_artifact(directory: str) -> str:
     """A log of 400 random inputs x 41 choices with shape-dependent winners, trained into an artifact."""
-    from torchgen_ah.train_generic import train_from_log
-
     rng = random.Random(0)
     rows, meta = [], None
     for _ in range(400):
@@ -118,7 +115,7 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}. Goal: under 1000 us per lowering.\n\n"
         f"{text}\n"
     )
-    update_section("use_overhead", section)
+    update_results_section(RESULTS, "use_overhead", section, BENCHMARK_TITLE)
 
 
 if __name__ == "__main__":

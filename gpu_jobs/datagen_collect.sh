@@ -48,7 +48,7 @@ rm -rf "$LOG.workers.tar.gz"; tar czf "$LOG.workers.tar.gz" -C "$OUT" "$(basenam
 tail -n 3 "$OUT/collect_stderr.txt"
 python3 - "$LOG" <<'PY'
 import sys, collections, json
-from torchgen_ah.ah_log import read_log, input_keys
+from torchgen_ah.data.ah_log import read_log, input_keys
 log = read_log(sys.argv[1])
 keys = input_keys(log.frame, log.metadata)
 status = collections.Counter(json.loads(l)["status"] for l in open(sys.argv[1] + ".progress.jsonl") if l.strip())

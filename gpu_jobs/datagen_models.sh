@@ -35,7 +35,7 @@ if [ "${WAY:-compile}" = gemms ]; then
   if [ -n "${GEMM_LISTS:-}" ]; then
     read -r -a lists <<< "$GEMM_LISTS"
   else  # the (suite, mode) pairs that have cases (no timm decode)
-    for pair in $(python3 -c "import sys; from torchgen_ah.model_shapes import all_cases
+    for pair in $(python3 -c "import sys; from torchgen_ah.datagen.model_shapes import all_cases
 print(' '.join(sorted({c['suite'] + '_' + c['mode'] for c in all_cases(tuple(sys.argv[1].split(',')), tuple(sys.argv[2].split(',')))})))" "$SUITES" "$MODES"); do
       lists+=("$RESUME_DIR/h200_${pair}_gemms.csv")
     done

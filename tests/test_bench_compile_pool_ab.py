@@ -1,4 +1,4 @@
-"""The compile-pool A/B: benchmarks/compile_pool_ab.py on real H200 rows and journals with known changes
+"""The compile-pool A/B: its report (torchgen_ah.evaluation.compile_pool_report) on real H200 rows and journals with known changes
 (every figure has a known answer), and gpu_jobs/compile_pool_ab.sh run through the real two_lanes.sh and
 run_batch.sh with a stand-in collector, so both lanes' tarballs are checked to hold what the benchmark
 reads."""
@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from torchgen_ah.data.ah_log import read_log, write_log
+from torchgen_ah.evaluation import compile_pool_report as ab
 
-from benchmarks import compile_pool_ab as ab  # noqa: E402
-from torchgen_ah.ah_log import read_log, write_log  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.gz"
 JOURNAL = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.progress.jsonl"  # named after the plain log

@@ -1,22 +1,20 @@
-"""benchmarks/h200_eval_rescore.py on the committed H200 evaluation run and H200 data: both rankers scored
+"""The H200 ship check (torchgen_ah.evaluation.h200_eval_rescore, benchmarks/h200_eval_rescore.py) on the committed H200 evaluation run and H200 data: both rankers scored
 on the same inputs through the plugin's USE policy, the H200 artifact really chosen, the overlap with the
 training data counted from the logs, the verdict following the figures, and the run left untouched."""
 
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from torchgen_ah.data.ah_log import input_keys, read_log
+from torchgen_ah.evaluation import h200_eval_rescore as rs
+from torchgen_ah.evaluation.policies import summarize
 
-from benchmarks import h200_eval_rescore as rs  # noqa: E402
-from torchgen_ah.ah_log import input_keys, read_log  # noqa: E402
-from torchgen_ah.policies import summarize  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RUN = ROOT / "benchmarks" / "runs" / "evaluate_h200"
 DATA = ROOT / "datasets" / "h200"

@@ -1,21 +1,18 @@
-"""benchmarks/multigpu_collect.py on real H200 log rows: the per-GPU rate, the inputs shared with the
+"""benchmarks/multigpu_collect.py, run as a script, on real H200 log rows: the per-GPU rate, the inputs shared with the
 one-GPU run, the per-choice agreement on them, the "finished" flag and the metadata check."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from torchgen_ah.data.ah_log import input_keys, read_log, write_log
 
-from benchmarks import multigpu_collect as mc  # noqa: E402
-from torchgen_ah.ah_log import input_keys, read_log, write_log  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCE = ROOT / "datasets" / "h200" / "h200_mm.txt.gz"
 
@@ -40,12 +37,16 @@ def _runs(tmp_path: Path, scale: float, metadata_change: dict | None = None):
             f"two workers:2:{tmp_path / 'two.json'}:{tmp_path / 'two.txt'}"]
 
 
-def _table(specs) -> str:
+def _run(specs) -> subprocess.CompletedProcess:
     argv = [a for spec in specs for a in ("--run", spec)] + ["--no-write"]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert mc.main(argv) == 0
-    return out.getvalue()
+    proc = subprocess.run([sys.executable, "benchmarks/multigpu_collect.py", *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
+def _table(specs) -> str:
+    return _run(specs).stdout
 
 
 def _row(text: str, name: str) -> list[str]:
@@ -72,11 +73,12 @@ def test_metadata_difference_is_named(tmp_path):
     assert two[11].startswith("1.000 (1.000-1.000)")
 
 
-def test_a_run_without_results_is_left_out_and_an_older_summary_is_not_finished(tmp_path, capsys):
+def test_a_run_without_results_is_left_out_and_an_older_summary_is_not_finished(tmp_path):
     """A run whose files are missing (torchrun wrote nothing) costs only its own row; a summary without the
     interrupted/not_started/skipped counts (older runner) is not taken as finished."""
     specs = _runs(tmp_path, scale=1.0)
     (tmp_path / "one.json").write_text(json.dumps({"ok": 4, "seconds": 120.0}))
-    text = _table(specs + [f"torchrun:2:{tmp_path / 'missing.json'}:{tmp_path / 'missing.txt'}"])
-    assert "torchrun" not in text and "missing.json missing" in capsys.readouterr().err
+    proc = _run(specs + [f"torchrun:2:{tmp_path / 'missing.json'}:{tmp_path / 'missing.txt'}"])
+    text = proc.stdout
+    assert "torchrun" not in text and "missing.json missing" in proc.stderr
     assert _row(text, "one GPU")[9] == "NO"

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM, mm_tensor_descriptions
-from torchgen_ah.shape_sampler import MMInput
+from torchgen_ah.datagen.shape_sampler import MMInput
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,7 +56,7 @@ def test_tf32_switch_keeps_torch_precision_apis_consistent():
 
 def test_batches_group_by_dtype_and_tf32_and_respect_memory():
     runner = BenchmarkRunnerMM()
-    from torchgen_ah.benchmark_runner import Task
+    from torchgen_ah.datagen.benchmark_runner import Task
     from torchgen_ah.mm.gen_data_mm import input_bytes
 
     args = runner.parse_args(["-o", "x.txt", "--seed", "1"])
@@ -114,7 +114,7 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
 
     assert records[0]["info"]["precompile_threads"] == usable_cores()
     assert records[0]["info"]["compile_threads"] == usable_cores()  # CPU workers keep Inductor's setting (the env)
-    from torchgen_ah.ah_log import read_log
+    from torchgen_ah.data.ah_log import read_log
 
     parsed = read_log(str(log))
     assert parsed.metadata["name"] == "packed_linear"
@@ -130,7 +130,7 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
 
 
 def test_costly_inputs_run_alone_and_a_cost_budget_excludes_them_without_journaling(tmp_path, capsys):
-    from torchgen_ah.benchmark_runner import RunSummary, Task
+    from torchgen_ah.datagen.benchmark_runner import RunSummary, Task
     from torchgen_ah.mm.gen_data_mm import estimated_call_ms
 
     runner = BenchmarkRunnerMM()
@@ -272,7 +272,7 @@ def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_
     intervals.sort()
     for (_, end), (start, _) in zip(intervals, intervals[1:]):
         assert start >= end - 1e-3, f"two workers held the device at once: {intervals}"
-    from torchgen_ah.ah_log import read_log
+    from torchgen_ah.data.ah_log import read_log
 
     frame = read_log(str(log)).frame
     per_choice = frame.groupby(["in0_size_0", "choice"]).size()
@@ -281,13 +281,13 @@ def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_
 
 
 def test_a_killed_lock_holder_does_not_block_the_other_worker(tmp_path):
-    from torchgen_ah.device_lock import DeviceLock
+    from torchgen_ah.datagen.device_lock import DeviceLock
 
     path = str(tmp_path / "dev.lock")
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; sys.path.insert(0, %r)\n"
-        "from torchgen_ah.device_lock import DeviceLock\n"
-        "with DeviceLock(%r).held():\n    print('held', flush=True); time.sleep(600)\n") % (ROOT, path)],
+        "import time\n"
+        "from torchgen_ah.datagen.device_lock import DeviceLock\n"
+        "with DeviceLock(%r).held():\n    print('held', flush=True); time.sleep(600)\n") % path],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -337,7 +337,7 @@ def test_autotuning_device_work_of_a_warmup_waits_for_the_workers_turn(tmp_path)
     and zeroing outputs outside the lock. With a spy under the hooks: every such step holds the lock, in
     the warm-up (compiled outside the turn) as in the logged repetition."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_AUTOHEURISTIC", "AH_"))}
-    env.update(AH_DATAGEN_DEVICE_LOCK=str(tmp_path / "device.lock"), PYTHONPATH=ROOT,
+    env.update(AH_DATAGEN_DEVICE_LOCK=str(tmp_path / "device.lock"),
                TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
     proc = subprocess.run([sys.executable, "-c", _SPY_SCRIPT, str(tmp_path / "log.txt")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -351,8 +351,8 @@ def test_autotuning_device_work_of_a_warmup_waits_for_the_workers_turn(tmp_path)
 def test_core_slices_of_ranks_sharing_a_host_are_disjoint_and_match_compile_threads(monkeypatch):
     """Two workers per GPU under torchrun with 2 ranks on the host: the 4 workers get 4 disjoint slices,
     each as large as the compile threads gen_data_mm gives a worker."""
-    from torchgen_ah.benchmark_runner import worker_core_slices
-    from torchgen_ah.distributed import RankInfo
+    from torchgen_ah.datagen.benchmark_runner import worker_core_slices
+    from torchgen_ah.datagen.distributed import RankInfo
 
     cores = sorted(os.sched_getaffinity(0))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
@@ -372,8 +372,8 @@ def test_torchrun_static_deal_covers_every_input_once_and_balances_estimated_wor
     """Without a shared queue, ranks take fixed shares: batches (as one process forms them) dealt heaviest
     first to the least-loaded rank. Every sample lands on exactly one rank, excluded ones too, and the
     ranks' estimated work differs by at most one batch's."""
-    from torchgen_ah.benchmark_runner import Task
-    from torchgen_ah.distributed import RankInfo, deal_by_work
+    from torchgen_ah.datagen.benchmark_runner import Task
+    from torchgen_ah.datagen.distributed import RankInfo, deal_by_work
 
     runner = BenchmarkRunnerMM()
     args = runner.parse_args(["-o", "x.txt", "--num-samples", "200", "--first-sample", "5000", "--batch-size", "2",

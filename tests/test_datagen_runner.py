@@ -19,8 +19,8 @@ import time
 import pytest
 
 from ah_plugin.log_format import append_rows, format_row
-from torchgen_ah.benchmark_runner import BenchmarkRunner
-from torchgen_ah.shape_sampler import sample_rng
+from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
+from torchgen_ah.datagen.shape_sampler import sample_rng
 
 TOY_METADATA = {
     "shared_memory": 0,
@@ -83,7 +83,7 @@ def _journal(log):
 
 
 def _rows(log):
-    from torchgen_ah.ah_log import read_log
+    from torchgen_ah.data.ah_log import read_log
 
     frame = read_log(str(log)).frame
     return frame
@@ -149,7 +149,7 @@ def test_time_budget_stops_cleanly_and_leaves_a_resumable_log(tmp_path):
                    "--max-minutes", "0.03", "--stop-grace-seconds", "0.5")
     assert summary.seconds < 20
     assert summary.not_started > 0 and summary.ok + summary.interrupted + summary.not_started == 40
-    from torchgen_ah.ah_log import read_log
+    from torchgen_ah.data.ah_log import read_log
 
     assert read_log(str(log)).skipped == []
     rest = _run(log, "--num-samples", "40", "--num-reps", "2", workers=2)
@@ -350,7 +350,7 @@ Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especiall
 
 
 def test_error_headline_names_the_error_not_torchs_advice_line():
-    from torchgen_ah.benchmark_runner import error_headline
+    from torchgen_ah.datagen.benchmark_runner import error_headline
 
     assert error_headline(_DYNAMO_TAIL).startswith("torch._inductor.exc.InductorError: LoweringException: "
                                                    "RuntimeError: PyTorch is checking the matmul precision")
@@ -364,7 +364,7 @@ def test_error_headline_names_the_error_not_torchs_advice_line():
 def test_launch_id_covers_plain_torchrun_and_restarts():
     """Plain ``torchrun --nproc-per-node N`` has run id "none": the rendezvous address names the launch;
     a restart gets its own folder; outside a launch there is no queue."""
-    from torchgen_ah.distributed import InputClaims
+    from torchgen_ah.datagen.distributed import InputClaims
 
     assert InputClaims.launch_id({"TORCHELASTIC_RUN_ID": "abc", "TORCHELASTIC_RESTART_COUNT": "2"}) == "abc-r2"
     assert InputClaims.launch_id({"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "10.0.0.1",

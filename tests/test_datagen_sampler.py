@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from torchgen_ah import shape_sampler as ss
+from torchgen_ah.datagen import shape_sampler as ss
 
 
 def test_dimension_kinds_follow_upstream_weights():

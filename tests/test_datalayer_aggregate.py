@@ -1,4 +1,4 @@
-"""torchgen_ah.aggregate: repetitions -> median, count and spread per (input, choice)."""
+"""torchgen_ah.data.aggregate: repetitions -> median, count and spread per (input, choice)."""
 
 import math
 import zipfile
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ah_plugin.log_format import format_metadata
-from torchgen_ah.aggregate import aggregate
-from torchgen_ah.ah_log import input_keys, read_log
+from torchgen_ah.data.aggregate import aggregate
+from torchgen_ah.data.ah_log import input_keys, read_log
 
 META = {"shared_memory": 1, "device_capa": [1, 0], "name": "bmm", "numerical_features": ["b", "m"],
         "categorical_features": ["dtype"]}

@@ -1,4 +1,4 @@
-"""Compressed logs (torchgen_ah.log_files): the committed datasets are .txt.gz, so every reader must give
+"""Compressed logs (torchgen_ah.data.log_files): the committed datasets are .txt.gz, so every reader must give
 the same rows as from plain text, merge_data must grow a compressed file in place, a cut-short file must
 lose only its torn tail (with a warning), corrupt data must be a clear error, and collection, which
 appends plain text, must refuse a .gz output and resume from a decompressed copy."""
@@ -15,13 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ah_plugin.log_format import AHLogError
+from torchgen_ah.data.ah_log import read_log, write_log
+from torchgen_ah.evaluation import h200_quality as hq
+from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
 
-from ah_plugin.log_format import AHLogError  # noqa: E402
-from benchmarks import h200_quality as hq  # noqa: E402
-from torchgen_ah.ah_log import read_log, write_log  # noqa: E402
-from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCE = ROOT / "datasets" / "h200" / "h200_hf_decode_mm.txt.gz"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torchgen_ah.ah_log import read_log
-from torchgen_ah.get_mm_dataset import DATASETS
+from torchgen_ah.data.ah_log import read_log
+from torchgen_ah.data.official_datasets import DATASETS
 
 REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO.parent / "shared" / "datasets" / "official"

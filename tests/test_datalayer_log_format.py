@@ -17,7 +17,7 @@ from ah_plugin.log_format import (
     parse_metadata,
     sibling_log_path,
 )
-from torchgen_ah.ah_log import read_log
+from torchgen_ah.data.ah_log import read_log
 
 MM_META = {
     "shared_memory": 232448,

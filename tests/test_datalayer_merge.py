@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ah_plugin.log_format import format_metadata
-from torchgen_ah.ah_log import read_log
+from torchgen_ah.data.ah_log import read_log
 
 REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO.parent / "shared" / "datasets" / "official"

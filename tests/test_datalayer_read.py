@@ -1,4 +1,4 @@
-"""torchgen_ah.ah_log on samples of the six official files and on hand-made bad input."""
+"""torchgen_ah.data.ah_log on samples of the six official files and on hand-made bad input."""
 
 import hashlib
 import warnings
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ah_plugin.log_format import AHLogError, format_metadata
-from torchgen_ah.ah_log import feature_columns, input_keys, read_log, write_log
+from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log, write_log
 
 REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO.parent / "shared" / "datasets" / "official"

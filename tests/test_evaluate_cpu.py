@@ -10,9 +10,9 @@ import sys
 import pandas as pd
 import pytest
 
-from torchgen_ah.evaluate import ShapesError, read_shapes, update_results_section
-from torchgen_ah.policies import fixed_policy, score_policies
-from torchgen_ah.timing_table import TimingTable
+from torchgen_ah.evaluation.evaluate import ShapesError, read_shapes, update_results_section
+from torchgen_ah.evaluation.policies import fixed_policy, score_policies
+from torchgen_ah.evaluation.timing_table import EvaluationTimingTable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,7 +32,7 @@ def test_cpu_run_tables_both_choices_and_scores_from_the_same_table(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
 
-    table = TimingTable.load(out / "timing" / "packed_linear")
+    table = EvaluationTimingTable.load(out / "timing" / "packed_linear")
     (key,) = table.inputs()
     times = table.times(key)
     assert len(times) == 2 and "extern__mkl_linear" in times
@@ -119,5 +119,5 @@ def test_two_workers_share_the_shapes_and_a_rerun_times_what_the_budget_skipped(
     assert final == {0: "ok", 1: "ok"}
     assert (out / "worker0.log").exists() and (out / "worker1.log").exists()
     assert (out / "inductor_cache0").is_dir() and (out / "inductor_cache1").is_dir()
-    table = TimingTable.load(out / "timing" / "packed_linear")
+    table = EvaluationTimingTable.load(out / "timing" / "packed_linear")
     assert len(table.inputs()) == 2

@@ -6,18 +6,18 @@ import os
 import pytest
 
 from ah_plugin.log_format import append_rows, format_row
-from torchgen_ah.policies import (
+from torchgen_ah.data.aggregate import geomean
+from torchgen_ah.evaluation.policies import (
     builtin_ah_policy,
     cache_policy,
     check_bars,
     default_policy,
     fixed_policy,
-    geomean,
     score_policies,
     space_policy,
     summarize,
 )
-from torchgen_ah.timing_table import TimingTable, build_timing_table, table_from_records
+from torchgen_ah.evaluation.timing_table import EvaluationTimingTable, build_timing_table, table_from_records
 
 # Input "a": default's set {x, y}; z is only in the wider space and is the fastest.
 # Input "b": default's set {x, y, z}.
@@ -138,7 +138,7 @@ def test_table_from_logs_takes_median_default_set_and_first_pick(tmp_path):
     assert t.first_pick[key] == "y"
     assert t.features[key]["m"] == 64 and t.features[key]["mat1_dtype"] == "torch.bfloat16"
     t.save(tmp_path / "out")
-    back = TimingTable.load(tmp_path / "out")
+    back = EvaluationTimingTable.load(tmp_path / "out")
     assert back.times(key) == times and back.default_set(key) == t.default_set(key)
     assert back.metadata["device_capa"] == (9, 0)
 
@@ -157,7 +157,7 @@ def test_inputs_the_default_run_never_logged_are_left_out_not_scored_as_misses(t
     assert set(per_input["input"]) == {kept}
     assert per_input.loc[per_input["policy"] == "cache", "benchmarked"].tolist() == [0]
     t.save(tmp_path / "out")
-    assert TimingTable.load(tmp_path / "out").left_out == t.left_out
+    assert EvaluationTimingTable.load(tmp_path / "out").left_out == t.left_out
     # without default logs every input is scored (each one's searched choices are its default set)
     assert len(build_timing_table([searched]).inputs()) == 2
 
@@ -168,7 +168,7 @@ def test_builtin_ah_matches_upstream_controller_on_h100_metadata():
     from torch._inductor.autoheuristic.autoheuristic_utils import AHMetadata
     from torch._inductor.autoheuristic.learned_heuristic_controller import LearnedHeuristicController
 
-    from torchgen_ah.policies import _builtin_context
+    from torchgen_ah.evaluation.policies import _builtin_context
 
     known = MMRankingH100().choices
     candidates = known[:5] + known[40:80] + ["extern_mm"]
@@ -189,7 +189,7 @@ def test_builtin_ah_matches_upstream_controller_on_h100_metadata():
 
 
 def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
-    from torchgen_ah.compile_cost import mode_environment, summarize_cost
+    from torchgen_ah.evaluation.compile_cost import mode_environment, summarize_cost
 
     results = [
         {"mode": "off", "op": "mm", "shape": "a", "seconds": 1.0},
@@ -218,8 +218,8 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
 def test_ours_top1_keeps_one_choice_and_benchmarks_nothing_on_the_committed_h200_run():
     """``ours_top1`` replayed on the committed H200 timing run (benchmarks/runs/evaluate_h200): one choice
     per input, nothing benchmarked, and its regret is that choice's time over default's pick."""
-    from torchgen_ah.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
-    from torchgen_ah.policies import ours_policy, score_policies
+    from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
+    from torchgen_ah.evaluation.policies import ours_policy, score_policies
 
     run = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "runs",
                        "evaluate_h200")
@@ -240,8 +240,8 @@ def test_score_run_gives_the_rankers_the_runs_gpu_name_and_lists_left_out_inputs
     reported by the report's ``main`` and not scored."""
     import json
 
-    from torchgen_ah.eval_worker import log_paths
-    from torchgen_ah.evaluate import main
+    from torchgen_ah.evaluation.eval_worker import log_paths
+    from torchgen_ah.evaluation.evaluate import main
 
     shapes = tmp_path / "shapes.csv"
     shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,17,2048,8192,1,bfloat16,NN\n")
@@ -258,7 +258,7 @@ def test_score_run_gives_the_rankers_the_runs_gpu_name_and_lists_left_out_inputs
     second.write_text("second e2e run table\n")
     assert main([str(shapes), "--out", str(out), "--from-run", "--no-plots", "--results", str(tmp_path / "R.md"),
                  "--e2e", str(first), "--e2e", str(second), "--e2e", str(tmp_path / "absent.md")]) == 0
-    table = TimingTable.load(out / "timing" / "mm")
+    table = EvaluationTimingTable.load(out / "timing" / "mm")
     assert table.metadata["device_name"] == "NVIDIA H200"
     report = (tmp_path / "R.md").read_text()
     assert "### mm: 1 inputs" in report
@@ -272,7 +272,7 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     Inductor's AUTOTUNE lines are counted from the mode's log."""
     import json
 
-    from torchgen_ah import e2e_models
+    from torchgen_ah.evaluation import e2e_models
 
     out = tmp_path / "e2e"
     rc = e2e_models.main(["--out", str(out), "--models", "mlp", "--modes", "off,ours_k1", "--device", "cpu",

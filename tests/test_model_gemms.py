@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchgen_ah import model_gemms
-from torchgen_ah.model_gemms import Gemm
-from torchgen_ah.shape_sampler import MMInput, read_shapes_file
+from torchgen_ah.datagen import model_gemms
+from torchgen_ah.datagen.model_gemms import Gemm
+from torchgen_ah.datagen.shape_sampler import MMInput, read_shapes_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,7 +112,7 @@ def test_a_suite_that_cannot_run_is_reported_and_the_others_still_written(tmp_pa
 def test_decode_cases_come_after_the_others_and_have_m_equal_to_the_batch():
     """Mode "decode" (causal LMs, one new token per sequence) appends cases, so the whole-model runs'
     journals, which index cases, stay valid; its GEMMs are the small-M ones serving meets."""
-    from torchgen_ah.model_shapes import DECODE_MODELS, all_cases
+    from torchgen_ah.datagen.model_shapes import DECODE_MODELS, all_cases
 
     before = all_cases(("timm", "hf"), ("train", "infer"))
     after = all_cases(("timm", "hf"), ("train", "infer", "decode"))

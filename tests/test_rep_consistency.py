@@ -1,4 +1,5 @@
-"""benchmarks/rep_consistency.py on a real log file written by the collector's row format."""
+"""Repetition consistency (torchgen_ah.evaluation.rep_consistency and its command line,
+benchmarks/rep_consistency.py) on a real log file written by the collector's row format."""
 
 from __future__ import annotations
 
@@ -9,11 +10,9 @@ from pathlib import Path
 import pytest
 
 from ah_plugin.log_format import append_rows, format_row
+from torchgen_ah.evaluation import rep_consistency as rc
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks import rep_consistency as rc  # noqa: E402
 
 META = {
     "shared_memory": 232448, "device_capa": (9, 0), "name": "mm",

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from torchgen_ah import codegen
-from torchgen_ah.heldout import ROTATIONS, is_heldout, is_validation, validation_fold, validation_folds
+from torchgen_ah.training import codegen
+from torchgen_ah.data.heldout import ROTATIONS, is_heldout, is_validation, validation_fold, validation_folds
 from torchgen_ah.mm import train_decision_mm as mm
-from torchgen_ah.train_decision import evaluate, train
+from torchgen_ah.training.train_decision import evaluate, train
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFICIAL = ROOT.parent / "shared" / "datasets" / "official"

@@ -8,22 +8,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from torchgen_ah.train_decision import (DEFAULT_GRID, GRIDS, SPARSE_GRID, FeatureSpec, TimingTable,
+from torchgen_ah.training.train_decision import (DEFAULT_GRID, GRIDS, SPARSE_GRID, FeatureSpec, MedianTimeMatrix,
                                         fit_ranking_tree, grid_points, stack, train)
 
 CHOICES = ["a", "b", "extern_mm", "lucky"]
 
 
-def _table(n: int = 12) -> TimingTable:
+def _table(n: int = 12) -> MedianTimeMatrix:
     """n inputs: 'a' is 1.0, 'b' 1.3, extern_mm 1.5 everywhere; 'lucky' ran on input 0 only, at 0.5."""
     times = np.tile([1.0, 1.3, 1.5, np.nan], (n, 1))
     times[0, 3] = 0.5
     features = pd.DataFrame({"m": np.arange(1, n + 1) * 64, "k": 256, "n": 512})
     keys = np.array([f"{m},256,512" for m in features["m"]])
-    return TimingTable("t", keys, features, list(CHOICES), times)
+    return MedianTimeMatrix("t", keys, features, list(CHOICES), times)
 
 
-def _fit(table: TimingTable, min_support: int):
+def _fit(table: MedianTimeMatrix, min_support: int):
     spec = FeatureSpec(["m", "k", "n"], []).fit([table.features])
     ts = stack([table], spec, CHOICES)
     return fit_ranking_tree(ts, spec, CHOICES, max_depth=1, min_samples_leaf=0.01, default="extern_mm",
@@ -54,7 +54,7 @@ def test_sparse_grid_is_opt_in_and_searches_the_support_floor(tmp_path):
     times = np.full((len(table.keys), len(extra)), np.nan)
     for i in range(len(extra)):
         times[i % len(table.keys), i] = 1.1
-    sparse = TimingTable("t", table.keys, table.features, CHOICES + extra, np.hstack([table.times, times]))
+    sparse = MedianTimeMatrix("t", table.keys, table.features, CHOICES + extra, np.hstack([table.times, times]))
     spec = FeatureSpec(["m", "k", "n"], [])
 
     plain = train(sparse, [], spec, default="extern_mm", log=lambda *a: None)

@@ -1,19 +1,14 @@
-"""benchmarks/tunable_compile.py without compiling anything: the bar rule on hand-made results, and the run
+"""The results-cache compile benchmark (torchgen_ah.evaluation.tunable_compile) without compiling anything: the bar rule on hand-made results, and the run
 order (and the median of repeated warm runs) under a budget, with `run` replaced by a fake."""
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks import tunable_compile as tc  # noqa: E402
+from torchgen_ah.evaluation import tunable_compile as tc
 
 CHOICES = {"mm,8x768x768": "triton_mm_1", "mm,8x768x3072": "triton_mm_4"}
 

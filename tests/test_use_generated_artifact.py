@@ -14,7 +14,7 @@ import pytest
 from ah_plugin import features, log_format
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.ranking import RankingPolicy
-from torchgen_ah import train_generic
+from torchgen_ah.training import train_generic
 
 OP = "packed_linear"
 CPP = "cpp_CppMicroGemmFP32Vec_bm4_bn24_bk1"

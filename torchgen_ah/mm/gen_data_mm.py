@@ -1,6 +1,6 @@
 """``python -m torchgen_ah.mm.gen_data_mm``: collect mm autotuning data with the plugin's collector.
 
-Each input (sampled as upstream does, see ``torchgen_ah.shape_sampler``, or read from ``--shapes``) is
+Each input (sampled as upstream does, see ``torchgen_ah.datagen.shape_sampler``, or read from ``--shapes``) is
 compiled with ``mode="max-autotune-no-cudagraphs"`` ``--num-reps`` times; every compile autotunes afresh and
 the plugin's collector appends one row per timed choice to ``-o``. The candidates are default
 max-autotune's choices plus ``--search-space-sample`` configs drawn from the plugin's wider space.
@@ -46,16 +46,17 @@ first repetition, as a compile error would, to exercise batch fault isolation wi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import sys
 import tempfile
 import time
 
-from torchgen_ah import device_lock
-from torchgen_ah.benchmark_runner import BenchmarkRunner
-from torchgen_ah.device_lock import held_or_nothing
-from torchgen_ah.shape_sampler import (
+from torchgen_ah.datagen import device_lock, distributed
+from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
+from torchgen_ah.datagen.device_lock import held_or_nothing
+from torchgen_ah.datagen.shape_sampler import (
     DEFAULT_MEMORY_LIMIT_BYTES,
     DTYPES,
     MMInput,
@@ -237,8 +238,6 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         env[ENV_SEARCH_SPACE] = args.search_space
         if args.search_space_sample is not None:
             env[ENV_SEARCH_SAMPLE] = str(args.search_space_sample)
-        from torchgen_ah import distributed
-
         # the host's cores are shared by this process's GPU workers and, under torchrun, by the other
         # ranks on this host
         workers = self.worker_count(args) * distributed.rank_info().local_world_size
@@ -248,20 +247,16 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         return env
 
     def log_path_for(self, args) -> str:
-        from torchgen_ah import distributed
-
         return distributed.rank_output_path(args.output, distributed.rank_info())
 
     def worker_count(self, args) -> int:
-        from torchgen_ah import distributed
-
         try:
             return len(self.worker_devices(args, distributed.rank_info()))
         except ValueError:
             return 1
 
     def setup_worker(self, args, device: str) -> None:
-        import torch
+        import torch  # lazy: only the worker imports torch, never the runner's parent
         import torch._inductor.config as inductor_config
 
         self._lock = device_lock.from_environment(before_release=lambda: self._synchronize(torch))
@@ -299,7 +294,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
     def run_batch(self, specs: list[dict], reps: int, args, device: str) -> list[dict]:
         """Compile one function of every input of the batch ``reps`` times; each compile autotunes every
         mm afresh and the collector logs them. Raises on any failure (the runner then retries singly)."""
-        import torch
+        import torch  # lazy: only the worker imports torch, never the runner's parent
         import torch._inductor.config as inductor_config
 
         inputs = [MMInput.from_dict(spec) for spec in specs]
@@ -382,6 +377,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
     def _turn_taking_backend(self, torch, lock):
         """A Dynamo backend that is Inductor with ``COMPILE_MODE``'s options (what ``torch.compile(mode=...)``
         passes), whose compiled graph runs only while this worker holds the device lock."""
+        # Inductor in the worker only (the runner's parent never imports torch)
         from torch._inductor import list_mode_options
         from torch._inductor.compile_fx import compile_fx
 
@@ -428,7 +424,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         return super().classify_error(exc)
 
     def after_failure(self, exc: BaseException, args, device: str) -> None:
-        import torch
+        import torch  # lazy: only the worker imports torch, never the runner's parent
 
         torch.compiler.reset()
         if self.device == "cuda":
@@ -472,7 +468,7 @@ def launch_only_benchmarks(launch: bool = True):
     spending GPU time on measurements nobody logs. ``launch=False``: not even once (a worker sharing its
     GPU must not run anything there outside its turn; the kernels are compiled by then all the same).
     Restored on exit; a torch without the benchmarker object gets a plain warm-up."""
-    try:
+    try:  # Inductor in the worker only; an older torch has no benchmarker object
         from torch._inductor.runtime.benchmarking import benchmarker
     except ImportError:  # pragma: no cover - older torch
         yield
@@ -509,7 +505,7 @@ class real_pad_decisions:
     """
 
     def __init__(self):
-        try:
+        try:  # Inductor in the worker only; an older torch may lack these
             from torch._inductor.fx_passes import pad_mm
             from torch._inductor.runtime.benchmarking import benchmarker
         except ImportError:  # pragma: no cover - older torch
@@ -520,8 +516,6 @@ class real_pad_decisions:
 
     def __enter__(self):
         if self.usable:
-            import functools
-
             real = self._benchmarker.benchmark_gpu
             self._saved = self._pad_mm.get_do_bench
             self._pad_mm.get_do_bench = lambda: functools.partial(real, warmup=5)
@@ -540,6 +534,7 @@ _AUTOTUNE_DEVICE_WORK = ("benchmark_example_value", "benchmark_choices")
 
 def check_turn_taking_hooks() -> None:
     """Workers that share a device need to know where Inductor's autotuning touches it."""
+    # Inductor in the worker only (the runner's parent never imports torch)
     from torch._inductor.select_algorithm import AlgorithmSelectorCache
 
     missing = [name for name in _AUTOTUNE_DEVICE_WORK if name not in vars(AlgorithmSelectorCache)]
@@ -553,6 +548,7 @@ def autotune_device_work_in_turn(lock):
     """Inside: each of Inductor's autotuning steps in ``_AUTOTUNE_DEVICE_WORK`` holds ``lock`` (whose
     release synchronizes the device), so a warm-up compiling outside its turn still never runs anything on
     a GPU it shares while the other worker times. Restored on exit."""
+    # Inductor in the worker only (the runner's parent never imports torch)
     from torch._inductor.select_algorithm import AlgorithmSelectorCache
 
     saved = {name: vars(AlgorithmSelectorCache)[name] for name in _AUTOTUNE_DEVICE_WORK}
@@ -605,7 +601,7 @@ def configure_inductor_for_collection(torch, inductor_config) -> None:
     _set_config(torch.compiler.config, "force_disable_caches", False)
     for name in ("pre_grad_fusion_options", "post_grad_fusion_options"):
         _set_config(inductor_config, name, {})
-    try:
+    try:  # in the worker only; a torch without this config module has no AOTAutograd cache to turn off
         import torch._functorch.config as functorch_config
 
         _set_config(functorch_config, "enable_autograd_cache", False)
@@ -617,7 +613,7 @@ def configure_inductor_for_collection(torch, inductor_config) -> None:
 def compile_pool_info(inductor_config) -> dict:
     """For the journal: Inductor's ``compile_threads`` (1: no subprocess pool) and the threads its
     autotuning precompiles candidates with (None where this torch does not say)."""
-    try:
+    try:  # Inductor in the worker only; an older torch does not say
         from torch._inductor.select_algorithm import get_num_workers
 
         precompile = get_num_workers()
@@ -661,7 +657,7 @@ def _set_tf32(torch, enabled: bool) -> None:
 def _constant_weights_module(weights):
     """A module computing ``x_i @ w_i`` for constant weights ``w_i``: under freezing and no_grad each
     product is one packed_linear autotuning of Inductor's CPU path."""
-    import torch
+    import torch  # lazy: only the worker imports torch, never the runner's parent
 
     class ConstantWeightsMM(torch.nn.Module):
         def __init__(self, weights):

@@ -16,18 +16,18 @@ import sys
 import time
 from dataclasses import dataclass
 
-from torchgen_ah import codegen
-from torchgen_ah.ah_log import feature_columns, input_keys, read_log
-from torchgen_ah.heldout import HOLDOUTS
-from torchgen_ah.log_files import log_stem
-from torchgen_ah.merge_data import metadata_differences
-from torchgen_ah.train_decision import (
+from torchgen_ah.training import codegen
+from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
+from torchgen_ah.data.heldout import HOLDOUTS
+from torchgen_ah.data.log_files import log_stem
+from torchgen_ah.data.merge import metadata_differences
+from torchgen_ah.training.train_decision import (
     GRIDS,
     FeatureSpec,
-    TimingTable,
+    MedianTimeMatrix,
     TrainResult,
     metrics_markdown,
-    timing_table,
+    median_time_matrix,
     train,
 )
 
@@ -44,11 +44,11 @@ MM_DERIVED = [
 ]
 
 
-def load_table(path: str, name: str, weight: float = 1.0) -> tuple[TimingTable, dict]:
+def load_table(path: str, name: str, weight: float = 1.0) -> tuple[MedianTimeMatrix, dict]:
     """Parse one log and reduce it to its (input x choice) median-time table."""
     log = read_log(path)
     frame = log.frame
-    table = timing_table(frame, feature_columns(log.metadata), name, weight,
+    table = median_time_matrix(frame, feature_columns(log.metadata), name, weight,
                          keys=input_keys(frame, log.metadata))
     return table, log.metadata
 

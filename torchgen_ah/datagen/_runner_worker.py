@@ -1,7 +1,7 @@
 """Worker process of ``BenchmarkRunner``: rebuilds the runner, sets up once, then measures inputs on request.
 
-Started by the runner as ``python -m torchgen_ah._runner_worker IN_FD OUT_FD module:Class``. Requests and
-replies are JSON lines on the two pipes; stdout/stderr go to the worker's log file. An exception in a
+Started by the runner as ``python -m torchgen_ah.datagen._runner_worker IN_FD OUT_FD module:Class``. Requests
+and replies are JSON lines on the two pipes; stdout/stderr go to the worker's log file. An exception in a
 sample is reported as a result and the worker carries on; anything worse (a hang, a crash) is the
 parent's to handle by killing this process group.
 
@@ -21,6 +21,8 @@ import shutil
 import sys
 import time
 import traceback
+
+from torchgen_ah.datagen.benchmark_runner import commit_staged_rows
 
 
 def resolve_runner_class(reference: str):
@@ -114,8 +116,6 @@ def _run_request(runner, args, device: str, request: dict) -> dict:
         if len(infos) != len(specs):
             raise RuntimeError(f"run_batch returned {len(infos)} results for {len(specs)} inputs")
         if stage_dir is not None:
-            from torchgen_ah.benchmark_runner import commit_staged_rows
-
             commit_staged_rows(stage_dir, runner.log_path)
         reply = {"msg": "result", "indices": indices, "status": "ok", "info": infos}
     except Exception as exc:  # noqa: BLE001 - one bad input must not end the run

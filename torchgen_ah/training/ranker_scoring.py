@@ -18,14 +18,18 @@ The rules, identical for every ranker:
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from torchgen_ah.train_decision import Metrics, evaluate_orders, gmean
+from torchgen_ah.data.aggregate import geomean
+from torchgen_ah.training.train_decision import Metrics, evaluate_orders
 
 ALWAYS_LISTED = "extern_mm"
+#: torch's shipped mm rankings, by device
+SHIPPED = {"a100": "MMRankingA100", "h100": "MMRankingH100"}
 
 
 def orders_from_rankings(rankings: list[list[str]], choices: list[str]) -> np.ndarray:
@@ -123,7 +127,7 @@ def score_ranker(name: str, orders: np.ndarray, times: np.ndarray, choices: list
             default_best = np.where(dm, times, np.inf).min(axis=1)[has]
             ours = listed[has]
             ratio = ours / default_best
-            n_def, def_g, def_m = int(has.sum()), gmean(ratio), float(ratio.max())
+            n_def, def_g, def_m = int(has.sum()), geomean(ratio), float(ratio.max())
     regrets = listed[scored] / best_time[scored]
     return RankerScore(name, metrics, int(fin.sum()), int(known_pairs.sum()),
                        float(per_input.min()) if len(per_input) else float("nan"),
@@ -149,6 +153,36 @@ def paired_ratio_interval(a: np.ndarray, b: np.ndarray, resamples: int = 2000, l
 def artifact_rankings(heuristic, feature_rows: list[dict]) -> list[list[str]]:
     """Choice ids in the order a Contract-2 artifact ranks them, for every input."""
     return [[choice for choice, _ in heuristic.rank(row)] for row in feature_rows]
+
+
+def shipped_orders(device: str, table, choices: list[str]):
+    """Padded orders (``orders_from_rankings``) of torch's shipped artifact for every input of `table`,
+    ranked through its own ``get_decisions_ranked`` on an ``AHContext``; None if this torch lacks it."""
+    try:
+        # torch only here: scoring our own rankers needs neither torch nor Inductor
+        import torch
+        from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, mm_operations
+        mod = importlib.import_module(f"torch._inductor.autoheuristic.artifacts._{SHIPPED[device]}")
+    except Exception as exc:  # noqa: BLE001 - a benchmark row, not a failure
+        print(f"shipped {SHIPPED[device]} unavailable: {exc}")
+        return None
+    heuristic = getattr(mod, SHIPPED[device])()
+    rankings = []
+    for row in table.features.to_dict("records"):
+        ctx = AHContext()
+        for name in ("m", "k", "n"):
+            ctx.add_feature(name, int(row[name]))
+        for name in ("mat1_dtype", "mat2_dtype"):
+            ctx.add_feature(name, getattr(torch, str(row[name]).split(".")[-1]), is_categorical=True)
+        for name in ("mat1_stride_0", "mat1_stride_1", "mat2_stride_0", "mat2_stride_1"):
+            ctx.add_feature(name, int(row[name]))
+        for name in ("mat1_iscontig", "mat2_iscontig"):
+            ctx.add_feature(name, str(row[name]) == "True", is_categorical=True)
+        tf32 = str(row["using_tf32"])
+        ctx.add_feature("using_tf32", tf32 if tf32 == "not_float_32" else tf32 == "True", is_categorical=True)
+        ctx.apply_operations(mm_operations())
+        rankings.append(heuristic.get_decisions_ranked(ctx) or [])
+    return orders_from_rankings(rankings, choices)
 
 
 def fmt_ratio(value: float, digits: int = 4) -> str:

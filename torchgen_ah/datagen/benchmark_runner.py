@@ -20,7 +20,7 @@ features identify it (``input_features``). The base class does the rest:
 * resumption: a restart appends to the same log and skips inputs already complete there (the log's input
   keys, counting repetitions already written) or already journaled;
 * determinism: sample ``i`` is a pure function of (seed, i), so shards and restarts agree;
-* sharding under torchrun (see ``torchgen_ah.distributed``) and a clean stop at a time budget.
+* sharding under torchrun (see ``torchgen_ah.datagen.distributed``) and a clean stop at a time budget.
 
 Files next to the log ``OUT`` (per rank): ``OUT.progress.jsonl`` (one JSON line per finished sample:
 index, input, status, seconds, error) and ``OUT.workers/worker<K>.log`` (the workers' stdout/stderr).
@@ -42,8 +42,11 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from torchgen_ah import distributed
-from torchgen_ah.log_files import refuse_compressed_output
+from tqdm import tqdm
+
+from torchgen_ah.datagen import distributed
+from torchgen_ah.datagen.device_lock import ENV_DEVICE_LOCK
+from torchgen_ah.data.log_files import refuse_compressed_output
 
 STATUS_OK = "ok"
 FAILURE_KINDS = ("error", "oom", "compile_error", "timeout", "crash")
@@ -290,7 +293,8 @@ class BenchmarkRunner:
         and the log's feature columns in file order. Empty when the log does not exist yet."""
         if not os.path.exists(log_path) or os.path.getsize(log_path) == 0:
             return {}, []
-        from torchgen_ah.ah_log import feature_columns, input_keys, read_log
+        # lazy: pandas only when resuming from a log (the parent of a fresh run imports neither it nor torch)
+        from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
 
         log = read_log(log_path)
         features = set(feature_columns(log.metadata))
@@ -554,12 +558,10 @@ class _Worker:
         env.update({k: str(v) for k, v in runner.worker_env(args, self.device).items()})
         env["AH_DATAGEN_LOG_PATH"] = log_path
         if self.lock_path:
-            from torchgen_ah.device_lock import ENV_DEVICE_LOCK
-
             env[ENV_DEVICE_LOCK] = self.lock_path
         if self.cores:
             env[ENV_CPU_CORES] = ",".join(str(c) for c in self.cores)  # the worker pins itself first thing
-        cmd = [sys.executable, "-m", "torchgen_ah._runner_worker",
+        cmd = [sys.executable, "-m", "torchgen_ah.datagen._runner_worker",
                str(to_child_r), str(from_child_w), runner.runner_reference()]
         with open(self.log_file, "ab") as out:
             out.write(f"\n=== worker {self.slot} on {self.device} starting at {time.ctime()}\n".encode())
@@ -720,8 +722,6 @@ class _Pool:
         pending = collections.deque(batches)
         self.pending = pending
         if not self.args.no_progress:
-            from tqdm import tqdm
-
             total = sum(len(b) for b in batches)
             self.bar = tqdm(total=total, desc=self.runner.name, unit="input", dynamic_ncols=True)
         old_handlers = {}

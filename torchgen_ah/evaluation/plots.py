@@ -13,7 +13,7 @@ import numpy as np
 
 
 def plot_evaluation(summary, per_input, path: str, autotune_seconds: dict | None = None, title: str = "") -> str:
-    import matplotlib
+    import matplotlib  # optional dependency (the "plot" extra): only plotting needs it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

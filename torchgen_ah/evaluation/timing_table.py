@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from torchgen_ah.ah_log import feature_columns, input_keys, read_log
-from torchgen_ah.merge_data import metadata_differences
+from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
+from torchgen_ah.data.merge import metadata_differences
 
 TABLE_FILE = "timing_table.csv"
 INPUTS_FILE = "timing_inputs.json"
@@ -34,8 +34,13 @@ TABLE_COLUMNS = ["input", "choice", "time_ms", "reps", "failed", "spread", "in_d
 
 
 @dataclass
-class TimingTable:
-    """Median times per (input, choice) plus what each input needs for scoring.
+class EvaluationTimingTable:
+    """Median times per (input, choice) of one evaluation run, plus what each input needs for scoring.
+
+    Why not the trainer's ``MedianTimeMatrix``: a policy is replayed on each input's own candidates in the
+    order the log lists them (the built-in AutoHeuristic maps an id to the last choice registered under
+    it, so order changes its answer), against default max-autotune's set and first pick for that input;
+    the table is saved with the run and re-scored from it (``--from-run``).
 
     frame: one row per (input, choice): ``time_ms`` (median of the finite timings, ``inf`` when every
         run failed), ``reps`` (finite timings), ``failed`` (inf timings), ``spread`` (max/min of the
@@ -101,7 +106,7 @@ class TimingTable:
         return table_path, inputs_path
 
     @classmethod
-    def load(cls, directory) -> "TimingTable":
+    def load(cls, directory) -> "EvaluationTimingTable":
         directory = os.fspath(directory)
         frame = pd.read_csv(os.path.join(directory, TABLE_FILE), dtype={"input": str, "choice": str})
         frame["in_default"] = frame["in_default"].astype(bool)
@@ -160,7 +165,7 @@ def _first_autotuning_pick(rows: pd.DataFrame) -> dict[str, str]:
     return picks
 
 
-def build_timing_table(searched_logs, default_logs=(), labels=None) -> TimingTable:
+def build_timing_table(searched_logs, default_logs=(), labels=None) -> EvaluationTimingTable:
     """Median per (input, choice) over every row of ``searched_logs`` and ``default_logs``.
 
     ``default_logs`` define default's set per input (see module docstring); without them every searched
@@ -207,7 +212,7 @@ def build_timing_table(searched_logs, default_logs=(), labels=None) -> TimingTab
         for key, (_, row) in zip(first_rows["input"], first_rows.iterrows())
     }
     first_pick = _first_autotuning_pick(default_rows if default_logs else rows)
-    return TimingTable(
+    return EvaluationTimingTable(
         frame=table[TABLE_COLUMNS].reset_index(drop=True),
         features=features,
         metadata=metadata,
@@ -217,7 +222,7 @@ def build_timing_table(searched_logs, default_logs=(), labels=None) -> TimingTab
     )
 
 
-def table_from_records(records, default_sets=None, metadata=None, features=None) -> TimingTable:
+def table_from_records(records, default_sets=None, metadata=None, features=None) -> EvaluationTimingTable:
     """A table from plain (input, choice, time_ms) triples: for tests and hand-made examples.
 
     ``default_sets`` maps input -> the choices in default's set (all choices when absent).
@@ -233,7 +238,7 @@ def table_from_records(records, default_sets=None, metadata=None, features=None)
         for k, c in zip(frame["input"], frame["choice"])
     ]
     keys = list(dict.fromkeys(frame["input"]))
-    return TimingTable(
+    return EvaluationTimingTable(
         frame=frame[TABLE_COLUMNS],
         features=features or {k: {} for k in keys},
         metadata=metadata or {"name": "mm", "numerical_features": [], "categorical_features": []},

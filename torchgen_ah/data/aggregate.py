@@ -1,22 +1,36 @@
-"""Repeated measurements -> one row per (input, choice).
+"""Repeated measurements -> one row per (input, choice); ratios -> their geometric mean.
 
 Timings of one kernel vary between runs (up to 1.5x for short kernels, DESIGN.md section 2), so logs hold
 repetitions. Training and evaluation want one number per (input, choice): the median, which one slow
-outlier cannot move, together with how many measurements it summarises and how far they spread.
+outlier cannot move, together with how many measurements it summarises and how far they spread. Over
+inputs, every stage reports ratios of such times (regrets, speed-ups) by their geometric mean, ``geomean``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
 
 from ah_plugin.log_format import CHOICE_COLUMN, FEEDBACK_COLUMN
-from torchgen_ah.ah_log import FEATURE_TEXT_ATTR, feature_columns
+from torchgen_ah.data.ah_log import FEATURE_TEXT_ATTR, feature_columns
 
 COUNT_COLUMN = "count"
 MIN_COLUMN = "feedback_min"
 MAX_COLUMN = "feedback_max"
 SPREAD_COLUMN = "spread"  # feedback_max / feedback_min (1.0 for a single measurement)
+
+
+def geomean(values) -> float:
+    """Geometric mean of ratios: nan for no values; inf when any value is not a finite positive number
+    (a failed kernel's regret must not vanish into a finite mean)."""
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0:
+        return math.nan
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        return math.inf
+    return float(np.exp(np.mean(np.log(arr))))
 
 
 def relative_spread(low: np.ndarray, high: np.ndarray) -> np.ndarray:

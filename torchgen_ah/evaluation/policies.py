@@ -20,13 +20,14 @@ Policies:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 import pandas as pd
 
-from torchgen_ah.timing_table import TimingTable
+from torchgen_ah.data.aggregate import geomean
+from torchgen_ah.evaluation.timing_table import EvaluationTimingTable
 
 EXTERN = "extern_mm"
 BUILTIN_TOP_K = 10
@@ -111,6 +112,7 @@ def _upstream_id(choice: str) -> str:
 
 def _builtin_context(features: dict, op_name: str):
     """An ``AHContext`` with the features ``mm_autoheuristic`` adds, in its order, plus ``mm_operations``."""
+    # torch's own AutoHeuristic only when its policy is scored: scoring needs no torch otherwise
     from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, mm_operations
 
     context = AHContext()
@@ -132,6 +134,7 @@ def _builtin_context(features: dict, op_name: str):
 def builtin_ah_ranked(features: dict, metadata: dict, upstream_candidates: list[str]) -> list[str] | None:
     """Upstream ids the shipped H100 artifact would keep (top 10 of those it knows, best first), or
     None when it makes no decision (precondition fails, features missing)."""
+    # torch's own AutoHeuristic only when its policy is scored: scoring needs no torch otherwise
     from torch._inductor.autoheuristic.artifacts._MMRankingH100 import MMRankingH100
     from torch._inductor.autoheuristic.autoheuristic_utils import AHMetadata
 
@@ -192,8 +195,6 @@ def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | 
     k=1: one choice, nothing benchmarked). ``package``: also the installed package's artifacts (False:
     ``artifact_dir`` alone, to compare artifact sets).
     """
-    import warnings
-
     from ah_plugin.policy import AutotuneRequest
     from ah_plugin.ranking import ADAPTIVE, RankingPolicy, UseOptions
 
@@ -234,16 +235,7 @@ def _best(times: dict[str, float], choices) -> float:
     return min(values) if values else math.inf
 
 
-def geomean(values) -> float:
-    arr = np.asarray(list(values), dtype=float)
-    if arr.size == 0:
-        return math.nan
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        return math.inf
-    return float(np.exp(np.mean(np.log(arr))))
-
-
-def score_policies(table: TimingTable, policies: list[Policy]) -> pd.DataFrame:
+def score_policies(table: EvaluationTimingTable, policies: list[Policy]) -> pd.DataFrame:
     """One row per (input, policy): the kernel's time, regret vs default's pick and vs the space's best,
     and the number of choices benchmarked. ``regret_vs_default`` is ``policy time / default pick time``
     (> 1 is worse than default)."""

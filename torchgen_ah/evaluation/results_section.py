@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 
+#: the first line of a benchmarks results file that a benchmark creates
+BENCHMARK_TITLE = "# Benchmark results\n"
+
 
 def update_results_section(path: str, section: str, body: str, title: str = "") -> None:
     """Replace (or append) the text between ``<!-- BEGIN section -->`` and ``<!-- END section -->``.
@@ -24,3 +27,12 @@ def update_results_section(path: str, section: str, body: str, title: str = "") 
         text = (text.rstrip() + "\n\n" if text.strip() else "") + block + "\n"
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+def publish(path: str, section: str, body: str, write: bool = True) -> int:
+    """Print a benchmark's report and, when ``write``, make it section ``section`` of the results file at
+    ``path``; returns the exit code 0."""
+    print(body)
+    if write:
+        update_results_section(path, section, body, BENCHMARK_TITLE)
+    return 0

@@ -5,7 +5,7 @@ pandas' C parser, and validation from column operations, so the three official A
 in seconds. A malformed row never stops a read: it is skipped, recorded in ``AHLog.skipped`` with its
 1-based line number, and reported in one warning per file. A file whose metadata line or header is
 unusable raises ``AHLogError`` naming the file and line. A ``.gz`` file is read through gzip
-(``torchgen_ah.log_files``).
+(``torchgen_ah.data.log_files``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ah_plugin.log_format import (
     atomic_log_file,
     parse_metadata,
 )
-from torchgen_ah.log_files import read_log_bytes, written_as_text
+from torchgen_ah.data.log_files import read_log_bytes, written_as_text
 
 # frame.attrs key holding the original text of numerical columns whose values do not print back the
 # same way (e.g. "1.50", "007"); input_keys uses it so held-out hashes see the file's own text.

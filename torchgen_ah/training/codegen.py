@@ -9,9 +9,7 @@ same bytes.
 
 from __future__ import annotations
 
-import numpy as np
-
-from torchgen_ah.train_decision import RankingTree
+from torchgen_ah.training.train_decision import RankingTree
 
 _INDENT = "    "
 

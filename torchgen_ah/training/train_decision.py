@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 from sklearn.tree import DecisionTreeClassifier
 
-from torchgen_ah.heldout import is_heldout, validation_fold, validation_folds
+from torchgen_ah.data.aggregate import geomean
+from torchgen_ah.data.heldout import is_heldout, validation_fold, validation_folds
 
 #: a choice whose time is within this factor of the best counts as correct (label and "near hit")
 NEAR_BEST = 1.01
@@ -33,8 +34,13 @@ FAILED_LOG_REGRET = math.log(4.0)
 
 
 @dataclass
-class TimingTable:
-    """Median time of every (input, choice) of one dataset.
+class MedianTimeMatrix:
+    """Median time of every (input, choice) of one dataset, as a dense inputs x choices matrix.
+
+    Why a matrix: training and ranker scoring work on whole columns (vectorised over inputs) and align
+    several datasets on one choice list. Inputs are sorted by key and choices by name, so the trained
+    artifact does not depend on row order. (An evaluation run keeps its own per-input table, with log
+    order and default max-autotune's set: ``evaluation.timing_table.EvaluationTimingTable``.)
 
     times[i, c]: median of the finite positive measurements; inf when the choice was run for the input
     but never produced one (failed, inf or zero timings); nan when it was never run for the input.
@@ -48,8 +54,8 @@ class TimingTable:
     weight: float = 1.0
     counts: np.ndarray | None = None  # (n_inputs, n_choices) measurements behind each median
 
-    def subset(self, mask: np.ndarray) -> "TimingTable":
-        return TimingTable(
+    def subset(self, mask: np.ndarray) -> "MedianTimeMatrix":
+        return MedianTimeMatrix(
             self.name,
             self.keys[mask],
             self.features[mask].reset_index(drop=True),
@@ -95,8 +101,8 @@ def _join_keys(features: pd.DataFrame) -> np.ndarray:
     return key.to_numpy(dtype=object)
 
 
-def timing_table(frame: pd.DataFrame, feature_cols: list[str], name: str, weight: float = 1.0,
-                 keys: pd.Series | None = None) -> TimingTable:
+def median_time_matrix(frame: pd.DataFrame, feature_cols: list[str], name: str, weight: float = 1.0,
+                       keys: pd.Series | None = None) -> MedianTimeMatrix:
     """Aggregate a log frame (feature columns, "choice", "feedback") to one median per (input, choice).
 
     Non-finite and non-positive timings are dropped per (input, choice); the input stays (the choice is
@@ -133,7 +139,7 @@ def timing_table(frame: pd.DataFrame, feature_cols: list[str], name: str, weight
         times[med.index.to_numpy()] = med["median"].to_numpy()
         counts[med.index.to_numpy()] = med["size"].to_numpy()
     feats = frame[feature_cols].iloc[first].reset_index(drop=True)
-    return TimingTable(name, in_keys, feats, [str(c) for c in ch_names],
+    return MedianTimeMatrix(name, in_keys, feats, [str(c) for c in ch_names],
                        times.reshape(n_in, n_ch), weight, counts.reshape(n_in, n_ch))
 
 
@@ -223,7 +229,7 @@ class TrainingSet:
     weight: np.ndarray  # (n,)
 
 
-def stack(tables: list[TimingTable], spec: FeatureSpec, choices: list[str]) -> TrainingSet:
+def stack(tables: list[MedianTimeMatrix], spec: FeatureSpec, choices: list[str]) -> TrainingSet:
     X, T, W = [], [], []
     for t in tables:
         times = t.aligned_times(choices)
@@ -451,11 +457,6 @@ class Metrics:
               "speedup vs default", "unsure"]
 
 
-def gmean(x: np.ndarray) -> float:
-    """Geometric mean of positive values (nan for none)."""
-    return float(np.exp(np.mean(np.log(x)))) if len(x) else float("nan")
-
-
 def evaluate_orders(name: str, orders: np.ndarray, times: np.ndarray, k: int, default_idx: int | None,
                     own_len: np.ndarray | None = None, near_best: float = NEAR_BEST) -> Metrics:
     """Score per-input rankings `orders` (n, n_choices of choice indices, best first) against `times`.
@@ -491,12 +492,12 @@ def evaluate_orders(name: str, orders: np.ndarray, times: np.ndarray, k: int, de
     wrong = regret[regret > 1.0]
     return Metrics(
         name, n, k, int((regret <= 1.0).sum()), int((regret <= near_best).sum()),
-        gmean(regret), float(regret.max()), gmean(wrong), float(wrong.max()) if len(wrong) else 1.0,
-        gmean(top1), float(top1.max()), gmean(default_t[has_def] / best[has_def]),
-        gmean(default_t[has_def] / (top1 * best)[has_def]), unsure)
+        geomean(regret), float(regret.max()), geomean(wrong), float(wrong.max()) if len(wrong) else 1.0,
+        geomean(top1), float(top1.max()), geomean(default_t[has_def] / best[has_def]),
+        geomean(default_t[has_def] / (top1 * best)[has_def]), unsure)
 
 
-def evaluate(model: RankingTree, table: TimingTable, k: int, default: str | None,
+def evaluate(model: RankingTree, table: MedianTimeMatrix, k: int, default: str | None,
              name: str | None = None) -> Metrics:
     times = table.aligned_times(model.choices) if table.choices != model.choices else table.times
     leaves = model.leaves(table.features) if len(table.keys) else np.zeros(0, dtype=np.int64)
@@ -559,7 +560,7 @@ class TrainResult:
     best_params: dict
 
 
-def trained_choices(tables: list[TimingTable], held: list[np.ndarray]) -> list[str]:
+def trained_choices(tables: list[MedianTimeMatrix], held: list[np.ndarray]) -> list[str]:
     """The choices measured on at least one input that is trained on, sorted. A choice seen only in
     held-out inputs stays out of the artifact: naming it would leak what the held-out inputs ran."""
     names: set[str] = set()
@@ -569,7 +570,7 @@ def trained_choices(tables: list[TimingTable], held: list[np.ndarray]) -> list[s
     return sorted(names)
 
 
-def train(main: TimingTable, extras: list[TimingTable], spec: FeatureSpec, *, k: int = 10,
+def train(main: MedianTimeMatrix, extras: list[MedianTimeMatrix], spec: FeatureSpec, *, k: int = 10,
           default: str | None = None, holdout: str = "none", grid: dict | None = None,
           log=print) -> TrainResult:
     """Split by input, grid-search on the validation inputs, refit on train + validation, report.

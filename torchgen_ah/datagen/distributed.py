@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -179,8 +180,6 @@ class InputClaims:
 
     def remove(self) -> None:
         """Delete this launch's folder (all ranks have finished)."""
-        import shutil
-
         shutil.rmtree(self.base, ignore_errors=True)
 
 
@@ -258,7 +257,7 @@ def merge_logs(out_path: str, in_paths: list[str]) -> None:
     if not inputs:
         raise RuntimeError(f"nothing to merge into {out_path}: none of {in_paths} holds data")
     proc = subprocess.run(
-        [sys.executable, "-m", "torchgen_ah.merge_data", out_path, *inputs],
+        [sys.executable, "-m", "torchgen_ah.data.merge", out_path, *inputs],
         capture_output=True,
         text=True,
     )

@@ -1,0 +1,206 @@
+"""``python -m torchgen_ah.merge_data OUT IN...``: concatenate AutoHeuristic logs into one.
+
+Logs from different devices or operations must never be mixed silently, so inputs whose metadata differ
+are refused (exit code 2) with the differing keys and the files that disagree, and so are the same
+measurements twice (a file listed twice, or rows an earlier input already holds). Rows are streamed line
+by line (no pandas; a 16-byte digest per row is kept to catch repeats); malformed rows are skipped with a
+warning naming file and line, and counted in the summary. Rows from a file whose header lists the same
+columns in another order are rewritten into the first file's order. Inputs and output may be
+gzip-compressed (``.gz``), so ``merge_data DATA.txt.gz DATA.txt.gz NEW.txt`` grows a committed
+compressed dataset in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import os
+import sys
+import warnings
+
+from ah_plugin.log_format import (
+    CHOICE_COLUMN,
+    FEEDBACK_COLUMN,
+    AHLogError,
+    atomic_log_file,
+    parse_metadata,
+)
+from torchgen_ah.data.log_files import open_log_text, read_log_head, written_as_text
+
+_WARN_FIRST = 5
+
+
+class MergeError(Exception):
+    """Inputs that cannot be merged (exit code 2)."""
+
+
+def _read_head(path: str) -> tuple[dict, list[str]]:
+    first, header = read_log_head(path)
+    metadata = parse_metadata(first, path, 1)
+    header = header.rstrip("\r\n")
+    if not header:
+        raise AHLogError(path, 2, "missing CSV header line")
+    columns = header.split(",")
+    expected = (
+        list(metadata["numerical_features"])
+        + list(metadata["categorical_features"])
+        + [CHOICE_COLUMN, FEEDBACK_COLUMN]
+    )
+    if sorted(columns) != sorted(expected):
+        raise AHLogError(path, 2, "header columns do not match the metadata's features")
+    return metadata, columns
+
+
+def metadata_differences(first: dict, other: dict, keys=None) -> list[str]:
+    """Keys whose values differ (or that only one side has), in upstream key order.
+
+    keys: compare only these (in this order); None: every key either side has.
+    """
+    a = dict(first)
+    b = dict(other)
+    if keys is None:
+        keys = list(dict.fromkeys([*a.keys(), *b.keys()]))
+    missing = object()
+    return [k for k in keys if a.get(k, missing) != b.get(k, missing)]
+
+
+def check_same_metadata(heads: list[tuple[str, dict]]) -> None:
+    """Raise MergeError naming keys and files when any input's metadata differs from the first's."""
+    base_path, base = heads[0]
+    problems = []
+    for path, metadata in heads[1:]:
+        keys = metadata_differences(base, metadata)
+        if keys:
+            detail = "; ".join(
+                f"{k}: {base.get(k, '<absent>')!r} vs {metadata.get(k, '<absent>')!r}" for k in keys
+            )
+            problems.append(f"  {path} differs from {base_path} in {', '.join(keys)} ({detail})")
+    if problems:
+        raise MergeError("refusing to merge logs with different metadata:\n" + "\n".join(problems))
+
+
+def _row_problem(fields: list[str], columns: list[str], numerical_idx: list[int], choice_idx: int, fb_idx: int):
+    """Why a row is malformed (the same rules as ``ah_log.read_log``), or None."""
+    n = len(columns)
+    if len(fields) != n:
+        return f"expected {n} fields, found {len(fields)}"
+    for i in numerical_idx:
+        try:
+            value = float(fields[i])
+        except ValueError:
+            value = math.nan
+        if math.isnan(value):
+            return f"numerical feature {columns[i]} is not a number"
+    try:
+        feedback = float(fields[fb_idx])
+    except ValueError:
+        return "feedback is not a number"
+    if math.isnan(feedback):
+        return "feedback is not a number"
+    if feedback < 0:
+        return "feedback is negative"
+    if not fields[choice_idx]:
+        return "empty choice"
+    return None
+
+
+def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
+    """Merge ``inputs`` into ``out``. Returns (rows written, rows skipped).
+
+    ``out`` is replaced only once every input is read, so it may also be an input: listed first, the
+    merge appends the others to it. Refused (MergeError, nothing written): a file listed twice, a row
+    already in an earlier input (the same measurements merged twice, as when a run that resumed a
+    committed log is merged into that log), and a compressed input cut short (merging it would make the
+    loss permanent).
+    """
+    if not inputs:
+        raise MergeError("no input files given")
+    heads = []
+    for path in inputs:
+        if not os.path.isfile(path):
+            raise MergeError(f"{path}: no such file")
+        for earlier, _, _ in heads:
+            if os.path.samefile(earlier, path):
+                raise MergeError(f"{path}: listed twice (also as {earlier}); its rows would be doubled")
+        heads.append((path, *_read_head(path)))
+    check_same_metadata([(path, metadata) for path, metadata, _ in heads])
+    metadata, columns = heads[0][1], heads[0][2]
+    with written_as_text(out) as text_out:
+        total_rows, total_skipped = _write_rows(text_out, heads, metadata, columns, log)
+    log(f"wrote {out}: {total_rows:,} rows from {len(inputs)} file(s), {total_skipped:,} skipped")
+    return total_rows, total_skipped
+
+
+def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
+    """Stream every input's good rows into ``out`` (atomically), in ``columns`` order."""
+    numerical = set(metadata["numerical_features"])
+    numerical_idx = [i for i, c in enumerate(columns) if c in numerical]
+    choice_idx, fb_idx = columns.index(CHOICE_COLUMN), columns.index(FEEDBACK_COLUMN)
+    n = len(columns)
+    total_rows = total_skipped = 0
+    seen: dict[bytes, str] = {}  # digest of every row written so far -> the input it came from
+    with atomic_log_file(out, metadata, columns) as dst:
+        for path, _, their_columns in heads:
+            order = None
+            if their_columns != columns:
+                order = [their_columns.index(c) for c in columns]
+            rows, skipped, mine, repeated = 0, [], [], []
+            with open_log_text(path, cut_short="error") as src:
+                src.readline()
+                src.readline()
+                for lineno, line in enumerate(src, start=3):
+                    line = line.rstrip("\r\n")
+                    if not line:
+                        continue
+                    fields = line.split(",")
+                    if order is not None and len(fields) == n:
+                        fields = [fields[i] for i in order]
+                    problem = _row_problem(fields, columns, numerical_idx, choice_idx, fb_idx)
+                    if problem:
+                        skipped.append((lineno, problem))
+                        continue
+                    text = line if order is None else ",".join(fields)
+                    digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+                    if digest in seen:
+                        repeated.append((lineno, seen[digest]))
+                    mine.append(digest)
+                    dst.write(text + "\n")
+                    rows += 1
+            if repeated:
+                lineno, other = repeated[0]
+                raise MergeError(
+                    f"{path}: {len(repeated):,} row(s) are already in {other} (first: line {lineno}), so the "
+                    "same measurements would be merged twice. A run that resumed a committed log holds that "
+                    "log's rows: merge the run's file alone, or merge a run that started a fresh log")
+            seen.update(dict.fromkeys(mine, path))
+            if skipped:
+                named = ", ".join(f"line {ln} ({why})" for ln, why in skipped[:_WARN_FIRST])
+                more = f" and {len(skipped) - _WARN_FIRST} more" if len(skipped) > _WARN_FIRST else ""
+                warnings.warn(f"{path}: skipped {len(skipped)} malformed row(s): {named}{more}")
+            log(f"{path}: {rows:,} rows, {len(skipped):,} skipped")
+            total_rows += rows
+            total_skipped += len(skipped)
+    return total_rows, total_skipped
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m torchgen_ah.merge_data",
+        description="Concatenate AutoHeuristic logs that share the same metadata.",
+    )
+    parser.add_argument("out", help="merged log to write (replaced if it exists; gzip-compressed when it "
+                                    "ends in .gz)")
+    parser.add_argument("inputs", nargs="+", help="logs to merge, in order (plain, or .gz)")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("always")
+    try:
+        merge_logs(args.out, args.inputs)
+    except (MergeError, AHLogError) as exc:
+        print(f"merge_data: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

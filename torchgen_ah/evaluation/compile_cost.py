@@ -1,0 +1,296 @@
+"""Compile cost per autotuning mode: real ``torch.compile`` in a fresh process with fresh caches per mode.
+
+    python -m torchgen_ah.compile_cost SHAPES_FILE --out DIR [--shapes 3] [--modes ...] [--max-minutes 2]
+
+Each mode runs in its own process with its own empty Inductor and Triton cache folders (so no mode reuses
+another's compiled kernels). The process first compiles an unrelated tiny function with max-autotune
+off, paying the one-time costs (imports, Dynamo and Inductor start-up), then compiles each shape's GEMM
+and times its first call (compile + autotune + one run). Autotune seconds per mm = that time minus the
+same shape's time with max-autotune off.
+
+Modes (environment of the process; the plugin reads it at ``import torch``):
+
+- ``off``: ``torch.compile`` without max-autotune; plugin off.
+- ``default``: ``mode="max-autotune-no-cudagraphs"``; plugin off, torch's AutoHeuristic off.
+- ``builtin_ah``: max-autotune with torch's own ``TORCHINDUCTOR_AUTOHEURISTIC_USE=mm``; plugin off.
+- ``ours_k10`` / ``ours_adaptive`` / ``ours_k1``: max-autotune, plugin in use mode for mm and addmm,
+  ``AH_PLUGIN_TOP_K``.
+- ``ours_top1``: the ranking's first choice alone (no aten kept, ``AH_PLUGIN_MIN_CHOICES=1``): Inductor
+  benchmarks nothing and compiles that one kernel once, the floor of what a ranking can cost.
+- ``cache``: max-autotune, results cache enabled and filled beforehand by a ``cache_record`` process
+  (tuning on) over the same shapes; the measured process only reads it.
+
+Writes ``compile_cost.json`` ({op: {"compile_seconds": {mode: mean}, "autotune_seconds": {mode: mean}}}, the
+input of ``torchgen_ah.evaluate --compile-cost``), ``compile_cost.csv`` (per shape) and a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import shutil
+import subprocess
+import sys
+import time
+
+from torchgen_ah.evaluation.eval_worker import make_case, shape_label, with_package_on_path
+from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
+
+MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
+# Measured in this order so that a time budget keeps the modes the issue's bars need.
+ALL_MODES = ("off", "default", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1")
+
+# Our modes rank mm and addmm (nn.Linear with a bias; ranked with the mm artifact when no addmm one
+# exists); torch's built-in AutoHeuristic acts on mm only.
+OURS_USE = "mm,addmm"
+_PLUGIN_VARS = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE",
+                "AH_PLUGIN_TOP_K", "AH_PLUGIN_DISABLE", "AH_PLUGIN_KEEP_ATEN", "AH_PLUGIN_MIN_CHOICES")
+
+
+def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str | None]:
+    """(environment, torch.compile mode) for one mode, with fresh cache folders under ``work_dir``."""
+    env = {k: v for k, v in (os.environ if base_env is None else base_env).items()
+           if k not in _PLUGIN_VARS and not k.startswith("AH_TUNABLE_")}
+    caches = os.path.join(work_dir, f"caches_{mode}")
+    shutil.rmtree(caches, ignore_errors=True)
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")
+    env["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
+    cache_file = os.path.join(work_dir, "tunable_results.csv")
+    compile_mode: str | None = MAX_AUTOTUNE
+    if mode == "off":
+        env["AH_PLUGIN_DISABLE"] = "1"
+        compile_mode = None
+    elif mode == "default":
+        env["AH_PLUGIN_DISABLE"] = "1"
+    elif mode == "builtin_ah":
+        env["AH_PLUGIN_DISABLE"] = "1"
+        env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = "mm"
+    elif mode == "ours_top1":
+        env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_TOP_K="1", AH_PLUGIN_KEEP_ATEN="0",
+                   AH_PLUGIN_MIN_CHOICES="1")
+    elif mode.startswith("ours_"):
+        env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE
+        env["AH_PLUGIN_TOP_K"] = mode[len("ours_"):].lstrip("k") if mode != "ours_adaptive" else "adaptive"
+    elif mode in ("cache", "cache_record"):
+        env["AH_TUNABLE_ENABLED"] = "1"
+        env["AH_TUNABLE_FILENAME"] = cache_file
+        env["AH_TUNABLE_TUNING"] = "1" if mode == "cache_record" else "0"
+    else:
+        raise ValueError(f"unknown mode {mode!r}; known: {ALL_MODES}")
+    return env, compile_mode
+
+
+def _warm_up(torch, device: str) -> None:
+    """Pay Dynamo/Inductor start-up once, outside any measurement (max-autotune off)."""
+    x = torch.randn(8, 8, device=device)
+    torch.compile(lambda a: (a * 2).sum())(x)
+    torch._dynamo.reset()
+
+
+def worker(spec: dict) -> None:
+    """Inside the mode's process: compile each shape once, append one JSON line per shape."""
+    import torch  # lazy: only the mode's own process imports torch; the parent's modules stay cheap
+
+    import ah_plugin
+
+    ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
+    device = spec["device"]
+    if any(row["op"] == "packed_linear" for row in spec["shapes"]):
+        # Inductor's config only for the CPU path's freezing
+        import torch._inductor.config as inductor_config
+
+        inductor_config.freezing = True
+    _warm_up(torch, device)
+
+    def first_call_seconds(row) -> float:
+        torch._dynamo.reset()
+        fn, args = make_case(torch, row, device)
+        compiled = torch.compile(fn, mode=spec["compile_mode"], dynamic=False)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        with torch.no_grad():
+            compiled(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    for row in spec["shapes"]:
+        seconds = first_call_seconds(row)
+        with open(spec["result_path"], "a", encoding="utf-8") as f:
+            f.write(json.dumps({"mode": spec["mode"], "op": row["op"], "shape": shape_label(row),
+                                "seconds": seconds}) + "\n")
+    if spec.get("profile_shape"):
+        write_profile(lambda: first_call_seconds(spec["profile_shape"]), spec["profile_path"])
+
+
+def profile_text(source, cumulative: int = 45, own: int = 25, header: str = "") -> str:
+    """The top functions by cumulative and by own time of a cProfile profiler or dump file, as text."""
+    text = io.StringIO()
+    text.write(header)
+    stats = pstats.Stats(source, stream=text).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(cumulative)
+    stats.sort_stats("tottime").print_stats(own)
+    return text.getvalue()
+
+
+def write_profile(call, path: str) -> None:
+    """Where a mode's compile time goes: ``call`` under cProfile (main thread), the top functions by
+    cumulative and by own time. Profiled runs are slower; they are never part of the measured seconds."""
+    profiler = cProfile.Profile()
+    seconds = profiler.runcall(call)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(profile_text(profiler, header=f"first call under cProfile: {seconds:.2f} s\n"))
+
+
+def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, module: str, extra=None) -> int:
+    """Run ``python -m module --worker SPEC`` for one mode in a fresh process; returns its exit code."""
+    env, compile_mode = mode_environment(mode, work_dir)
+    with_package_on_path(env)
+    spec = {"mode": mode, "compile_mode": compile_mode, "device": device, "shapes": list(shapes),
+            "result_path": os.path.join(work_dir, "results.jsonl"), **(extra or {})}
+    spec_path = os.path.join(work_dir, f"spec_{mode}.json")
+    with open(spec_path, "w", encoding="utf-8") as f:
+        json.dump(spec, f)
+    with open(os.path.join(work_dir, f"{mode}.log"), "w", encoding="utf-8") as log:
+        try:
+            return subprocess.run([sys.executable, "-m", module, "--worker", spec_path], env=env,
+                                  stdout=log, stderr=subprocess.STDOUT, timeout=max(timeout, 1)).returncode
+        except subprocess.TimeoutExpired:
+            return 124
+
+
+def pick_device(device: str | None) -> str:
+    """The ``--device`` argument, or cuda when this machine has one, else cpu."""
+    if device is not None:
+        return device
+    import torch  # lazy: only when no --device is given
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def fresh_results_path(out_dir: str) -> str:
+    """``out_dir/results.jsonl``, emptied: the worker processes append one JSON line per measurement."""
+    os.makedirs(out_dir, exist_ok=True)
+    result_path = os.path.join(out_dir, "results.jsonl")
+    if os.path.exists(result_path):
+        os.remove(result_path)
+    return result_path
+
+
+def run_steps(modes, deadline: float, launch, label: str = "") -> dict[str, str]:
+    """Run each mode's process while time is left (``cache``: a ``cache_record`` run fills the results file
+    first). ``launch(step, seconds_left)`` returns the exit code. Returns {label + step: outcome}."""
+    status = {}
+    for mode in modes:
+        for step in (["cache_record", "cache"] if mode == "cache" else [mode]):
+            left = deadline - time.time()
+            if left <= 5:
+                status[label + step] = "skipped (time budget)"
+                continue
+            rc = launch(step, left)
+            status[label + step] = "ok" if rc == 0 else f"exit {rc} (see {label}{step}.log)"
+    return status
+
+
+def read_results(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def summarize_cost(results: list[dict]) -> dict:
+    """{op: {"compile_seconds": {mode: mean}, "autotune_seconds": {mode: mean over shapes of
+    (mode seconds - off seconds)}}} over the shapes every reported mode finished."""
+    out: dict = {}
+    by_op: dict = {}
+    for r in results:
+        if r["mode"] == "cache_record":
+            continue
+        by_op.setdefault(r["op"], {}).setdefault(r["mode"], {})[r["shape"]] = r["seconds"]
+    for op, modes in by_op.items():
+        compile_s, autotune_s = {}, {}
+        off = modes.get("off", {})
+        for mode, per_shape in modes.items():
+            compile_s[mode] = sum(per_shape.values()) / len(per_shape)
+            shared = [s for s in per_shape if s in off]
+            if shared:
+                autotune_s[mode] = sum(max(per_shape[s] - off[s], 0.0) for s in shared) / len(shared)
+        out[op] = {"compile_seconds": compile_s, "autotune_seconds": autotune_s}
+    return out
+
+
+def markdown(summary: dict, command: str) -> str:
+    lines = [f"Compile cost (`{command}`): seconds per mm, fresh process and caches per mode", ""]
+    for op, cost in summary.items():
+        default = cost["autotune_seconds"].get("default")
+        lines += [f"{op}:", "", "| mode | compile s/mm | autotune s/mm | autotune vs default |",
+                  "| --- | --- | --- | --- |"]
+        for mode, seconds in cost["compile_seconds"].items():
+            auto = cost["autotune_seconds"].get(mode)
+            share = f"{auto / default:.0%}" if auto is not None and default else "n/a"
+            lines.append(f"| {mode} | {seconds:.2f} | {'n/a' if auto is None else f'{auto:.2f}'} | {share} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.compile_cost", description=__doc__.split("\n")[0])
+    parser.add_argument("shapes_file", nargs="?", default=DEFAULT_SHAPES)
+    parser.add_argument("--out", default="compile_cost_out")
+    parser.add_argument("--shapes", type=int, default=3, help="first N shapes of the file")
+    parser.add_argument("--modes", default=",".join(ALL_MODES))
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--max-minutes", type=float, default=2.5)
+    parser.add_argument("--profile", action="store_true",
+                        help="after the measured shapes, compile the file's next shape under cProfile and write "
+                             "OUT/<mode>.profile.txt (not part of the measurement)")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        with open(args.worker, encoding="utf-8") as f:
+            worker(json.load(f))
+        return 0
+    try:
+        all_shapes = read_shapes(args.shapes_file)
+        shapes = all_shapes[: args.shapes]
+    except (OSError, ShapesError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    device = pick_device(args.device)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for mode in modes:
+        if mode not in ALL_MODES:
+            print(f"error: unknown mode {mode!r}; known: {ALL_MODES}", file=sys.stderr)
+            return 2
+    result_path = fresh_results_path(args.out)
+    deadline = time.time() + args.max_minutes * 60
+    extra = None
+    if args.profile and len(all_shapes) > args.shapes:
+        extra = {"profile_shape": all_shapes[args.shapes]}
+    status = run_steps(modes, deadline, lambda step, left: run_mode(
+        step, shapes, device, args.out, left, "torchgen_ah.evaluation.compile_cost",
+        dict(extra, profile_path=os.path.join(args.out, f"{step}.profile.txt")) if extra else None))
+    results = read_results(result_path)
+    summary = summarize_cost(results)
+    with open(os.path.join(args.out, "compile_cost.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+    with open(os.path.join(args.out, "compile_cost.csv"), "w", encoding="utf-8") as f:
+        f.write("mode,op,shape,seconds\n")
+        for r in results:
+            f.write(f"{r['mode']},{r['op']},{r['shape']},{r['seconds']:.4f}\n")
+    command = "python -m torchgen_ah.compile_cost " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = markdown(summary, command) + "\nModes: " + ", ".join(f"{m}: {s}" for m, s in status.items()) + "\n"
+    with open(os.path.join(args.out, "compile_cost.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    print(text)
+    return 0 if results else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Train a ranking heuristic for any autotuned operation from its log, with generic features.
+
+    python -m torchgen_ah.train_generic LOG [LOG ...] --heuristic-name NAME --out DIR
+
+For operations without a specialised trainer (``packed_linear`` on the CPU, or any op named in
+``TORCHINDUCTOR_AUTOHEURISTIC_COLLECT``): the features are the log's own columns (input sizes, strides,
+dtypes), nothing derived. The log's metadata (op name, device capability, shared memory) becomes the
+artifact's precondition; ``--device-name`` makes it device specific. Writes ``DIR/_NAME.py``.
+
+Built on the generic trainer (``torchgen_ah.training.train_decision``) and code generator
+(``torchgen_ah.training.codegen``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from torchgen_ah.training import codegen
+from torchgen_ah.training import train_decision as td
+from torchgen_ah.data.ah_log import feature_columns, read_log
+
+#: small logs (a demo, a CI test) have a handful of inputs: a small grid is enough and fast
+SMALL_GRID = {"max_depth": [3, 5], "min_samples_leaf": [1], "criterion": ["entropy"]}
+#: below this many inputs the trainer's validation folds would be empty or meaningless
+CROSS_VALIDATION_MIN_INPUTS = 20
+
+
+def grid_first(grid: dict) -> dict:
+    """The first point of a grid (each parameter's first value)."""
+    return {name: values[0] for name, values in sorted(grid.items())}
+
+
+def load_tables(paths: list[str]) -> tuple[td.MedianTimeMatrix, list[td.MedianTimeMatrix], dict]:
+    """Timing tables of the logs (the first is the main one); every log must share the metadata."""
+    tables, metadata = [], None
+    for path in paths:
+        log = read_log(path)
+        meta = {k: log.metadata[k] for k in ("name", "device_capa", "shared_memory",
+                                             "numerical_features", "categorical_features")}
+        if metadata is None:
+            metadata = meta
+        elif _comparable(meta) != _comparable(metadata):
+            raise ValueError(f"{path}:1: metadata {meta} differs from {paths[0]}'s {metadata}")
+        if log.frame.empty:
+            raise ValueError(f"{path}: no rows to train on")
+        tables.append(td.median_time_matrix(log.frame, feature_columns(log.metadata), os.path.basename(path)))
+    return tables[0], tables[1:], metadata
+
+
+def _comparable(meta: dict) -> tuple:
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(meta.items()))
+
+
+def aten_choice(choices: list[str]) -> str | None:
+    """The aten (extern) choice: the ranking's default and the one the USE policy always keeps."""
+    return next((c for c in sorted(choices) if c.startswith("extern_")), None)
+
+
+def train_from_log(paths, *, heuristic_name: str, out_dir: str, device_names=(),
+                   default_choice: str | None = None, k: int = 10, grid: dict | None = None,
+                   log=lambda *_: None) -> str:
+    """Train on ``paths`` (one log path or several) and write the artifact; return its path."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [os.fspath(paths)]
+    main, extras, metadata = load_tables(list(paths))
+    choices = sorted(set(main.choices).union(*[t.choices for t in extras]))
+    default = default_choice or aten_choice(choices)
+    spec = td.FeatureSpec(list(metadata["numerical_features"]), list(metadata["categorical_features"]))
+    inputs = len(main.keys) + sum(len(t.keys) for t in extras)
+    if inputs < CROSS_VALIDATION_MIN_INPUTS:
+        # too few inputs to hold any out: fit once on all of them (a demo, a CI test)
+        tables = [main] + list(extras)
+        spec = spec.fit([t.features for t in tables])
+        params = grid_first(grid or SMALL_GRID)
+        log(f"  {inputs} inputs: no validation split; fitting {params} on all of them")
+        model = td.fit_ranking_tree(td.stack(tables, spec, choices), spec, choices, default=default, k=k,
+                                    **params)
+    else:
+        model = td.train(main, extras, spec, k=k, default=default,
+                         grid=grid or (SMALL_GRID if inputs < 200 else None), log=log).model
+    names = " ".join(os.path.basename(p) for p in paths)
+    source = codegen.generate_artifact(
+        model,
+        heuristic_name,
+        metadata,
+        device_names=tuple(device_names),
+        command=f"python -m torchgen_ah.train_generic {names} --heuristic-name {heuristic_name} --out DIR",
+        sources=[os.path.basename(p) for p in paths],
+    )
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"_{heuristic_name}.py")
+    with open(path, "w") as handle:
+        handle.write(source)
+    return path
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.train_generic", description=__doc__.split("\n")[0])
+    parser.add_argument("logs", nargs="+", help="AutoHeuristic logs of one op on one device")
+    parser.add_argument("--heuristic-name", required=True, help="class and file name of the artifact")
+    parser.add_argument("--out", required=True, help="directory to write _NAME.py into")
+    parser.add_argument("--device-name", action="append", default=[],
+                        help="make the artifact specific to this device name (repeatable)")
+    parser.add_argument("--default-choice", help="choice the ranking falls back to (default: the aten one)")
+    parser.add_argument("-k", type=int, default=10, help="top-k used to score grid points")
+    args = parser.parse_args(argv)
+    try:
+        path = train_from_log(args.logs, heuristic_name=args.heuristic_name, out_dir=args.out,
+                              device_names=args.device_name, default_choice=args.default_choice, k=args.k,
+                              log=print)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
