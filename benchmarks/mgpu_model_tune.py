@@ -38,14 +38,14 @@ SECTION = "mgpu_model_tune"
 
 CHILD = r"""
 import json, sys, torch
-from torch._inductor import config as inductor_config, select_algorithm
 import ah_plugin
+from ah_plugin.inductor import compile_tools
 ah_plugin.require_active_from_environment()  # the step's results-cache settings, entry point or not
 device = sys.argv[1]
 benchmarked = []
-select_algorithm.add_feedback_saver(lambda timings, name, *a, **k: benchmarked.append([name, len(timings)]))
+compile_tools.on_benchmarked(lambda name, count: benchmarked.append([name, count]))
 if device == "cpu":
-    inductor_config.freezing = True
+    compile_tools.freeze_constant_weights()
 dtype = torch.bfloat16 if device == "cuda" else torch.float32
 torch.manual_seed(0)
 try:

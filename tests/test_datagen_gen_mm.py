@@ -159,7 +159,7 @@ def test_costly_inputs_run_alone_and_a_cost_budget_excludes_them_without_journal
 def test_compile_only_warmup_runs_each_candidate_once_and_restores_inductors_benchmarker():
     from torch._inductor.runtime.benchmarking import benchmarker
 
-    from torchgen_ah.mm.gen_data_mm import launch_only_benchmarks
+    from ah_plugin.inductor.collection import launch_only_benchmarks
 
     calls = []
     original = benchmarker.benchmark_gpu, benchmarker.benchmark_cpu
@@ -181,7 +181,7 @@ def test_compile_only_warmup_lets_pad_mm_benchmark_for_real_and_restores_it():
     from torch._inductor.fx_passes import pad_mm
     from torch._inductor.runtime.benchmarking import benchmarker
 
-    from torchgen_ah.mm.gen_data_mm import launch_only_benchmarks, real_pad_decisions
+    from ah_plugin.inductor.collection import launch_only_benchmarks, real_pad_decisions
 
     original = pad_mm.get_do_bench
     decisions = real_pad_decisions()
@@ -226,7 +226,8 @@ def test_in_process_compile_pool_turns_inductors_subprocess_pool_off_and_keeps_p
     from torch._inductor import select_algorithm
     from torch._inductor.async_compile import AsyncCompile
 
-    from torchgen_ah.mm.gen_data_mm import apply_compile_pool, compile_pool_info
+    from ah_plugin.inductor.collection import compile_in_process, compile_pool_info
+    from torchgen_ah.mm.gen_data_mm import compiles_in_process
 
     runner = BenchmarkRunnerMM()
     own = runner.parse_args(["-o", "x.txt"])
@@ -234,12 +235,12 @@ def test_in_process_compile_pool_turns_inductors_subprocess_pool_off_and_keeps_p
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")
     select_algorithm.get_num_workers.cache_clear()
     try:
+        assert not compiles_in_process(own, "cpu") and not compiles_in_process(pooled, "cuda:0")
+        assert compiles_in_process(own, "cuda:0")
         with ic.patch(compile_threads=4):
-            apply_compile_pool(ic, own, "cpu")
-            apply_compile_pool(ic, pooled, "cuda:0")
-            assert compile_pool_info(ic) == {"compile_threads": 4, "precompile_threads": 4}
-            apply_compile_pool(ic, own, "cuda:0")
-            assert compile_pool_info(ic) == {"compile_threads": 1, "precompile_threads": 4}
+            assert compile_pool_info() == {"compile_threads": 4, "precompile_threads": 4}
+            compile_in_process()
+            assert compile_pool_info() == {"compile_threads": 1, "precompile_threads": 4}
             assert not AsyncCompile.use_process_pool()
     finally:
         select_algorithm.get_num_workers.cache_clear()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 
+import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 from torch._inductor import list_mode_options, select_algorithm
@@ -96,46 +97,77 @@ def observe_autotunings(records: list) -> None:
     select_algorithm.add_feedback_saver(timed)
 
 
+def on_benchmarked(callback) -> None:
+    """``callback(op_name, number of candidates timed)`` after each autotuning (Inductor's feedback saver;
+    it is also called on in-process autotune-cache hits)."""
+    select_algorithm.add_feedback_saver(lambda timings, name, *args, **kwargs: callback(name, len(timings)))
+
+
 def _builtin_context(features: dict, op_name: str) -> AHContext:
-    """An ``AHContext`` with the features torch's mm AutoHeuristic adds, in its order, plus its operations."""
+    """An ``AHContext`` with the features torch's mm AutoHeuristic adds, in its order and with its value types
+    (dtypes as torch dtypes, contiguity and TF32 as booleans), plus its derived operations. ``features`` holds
+    the log's values (strings from a log file are converted)."""
     context = AHContext()
     for name in ("m", "k", "n"):
         context.add_feature(name, int(features[name]))
     for name in ("mat1_dtype", "mat2_dtype"):
-        context.add_feature(name, features[name], is_categorical=True)
+        value = features[name]
+        if isinstance(value, str):
+            value = getattr(torch, value.split(".")[-1])
+        context.add_feature(name, value, is_categorical=True)
     for mat in ("mat1", "mat2"):
         for i in range(2):
             context.add_feature(f"{mat}_stride_{i}", int(features[f"{mat}_stride_{i}"]))
     for name in ("mat1_iscontig", "mat2_iscontig"):
-        context.add_feature(name, features[name], is_categorical=True)
+        context.add_feature(name, str(features[name]) == "True", is_categorical=True)
     if op_name == "mm" and "using_tf32" in features:
-        context.add_feature("using_tf32", features["using_tf32"], is_categorical=True)
+        tf32 = str(features["using_tf32"])
+        context.add_feature("using_tf32", tf32 if tf32 == "not_float_32" else tf32 == "True", is_categorical=True)
     context.apply_operations(mm_operations())
     return context
 
 
-def builtin_mm_ranking(features: dict, metadata: dict, candidates: list[str], heuristic) -> list[str] | None:
+def builtin_mm_ranking(features: dict, metadata: dict, candidates: list[str] | None, heuristic,
+                       check_precondition: bool = True) -> list[str] | None:
     """Upstream ids ``heuristic`` (an instance of torch's shipped learned heuristic, e.g. its
-    ``MMRankingH100``) ranks for one input, best first, restricted to ``candidates``; None when it makes
-    no decision (precondition false, features missing)."""
+    ``MMRankingH100``) ranks for one input, best first, restricted to ``candidates`` (None: all it ranks);
+    None when it makes no decision (precondition false, features missing)."""
     op_name = metadata.get("name", "mm")
     capa = metadata.get("device_capa")
     ah_metadata = AHMetadata(shared_memory=metadata.get("shared_memory"),
                              device_capa=tuple(capa) if capa is not None else None,
-                             choices=list(candidates), name=op_name)
+                             choices=list(candidates or []), name=op_name)
     try:
         context = _builtin_context(features, op_name)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    if not heuristic.check_precondition(ah_metadata, context):
+    if check_precondition and not heuristic.check_precondition(ah_metadata, context):
         return None
     ranked = heuristic.get_decisions_ranked(context)
     if ranked is None:
         return None
-    return [c for c in ranked if c in ah_metadata.choices]
+    return ranked if candidates is None else [c for c in ranked if c in ah_metadata.choices]
 
 
 def shipped_heuristic(name: str):
     """An instance of one of torch's shipped AutoHeuristic artifacts (``MMRankingH100``, ``MMRankingA100``)."""
     module = importlib.import_module(f"torch._inductor.autoheuristic.artifacts._{name}")
     return getattr(module, name)()
+
+
+def count_config_tuning(counts: dict) -> None:
+    """Count Triton's own config benchmarking (pointwise/reduction autotuning and coordinate descent) into
+    ``counts["config_benchmarks"]`` / ``counts["coordinate_descent"]``: what a compile spends besides GEMM
+    autotuning. A measurement aid for benchmarks; it wraps ``CachingAutotuner`` methods for the process."""
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner  # needs Triton: only when counting
+
+    def counting(method, counter):
+        def wrapper(self, *args, **kwargs):
+            counts[counter] = counts.get(counter, 0) + 1
+            return method(self, *args, **kwargs)
+        return wrapper
+
+    for attr, counter in (("benchmark_all_configs", "config_benchmarks"),
+                          ("coordinate_descent_tuning", "coordinate_descent")):
+        if hasattr(CachingAutotuner, attr):
+            setattr(CachingAutotuner, attr, counting(getattr(CachingAutotuner, attr), counter))

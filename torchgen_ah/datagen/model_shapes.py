@@ -130,14 +130,15 @@ class ModelShapesRunner(BenchmarkRunner):
         return env
 
     def setup_worker(self, args, device: str) -> None:
-        import torch  # lazy: only the worker imports torch, never the runner's parent
-        import torch._inductor.config as inductor_config
+        import torch  # lazy: only the worker imports torch (and the plugin's adapter), never the runner's parent
+
+        from ah_plugin.inductor import compile_tools
 
         if device == "cpu" or not torch.cuda.is_available():
             raise RuntimeError("model_shapes needs a CUDA GPU")
         torch.cuda.set_device(0)
         torch.compiler.config.force_disable_caches = True
-        inductor_config.autotune_local_cache = False
+        compile_tools.set_options(autotune_local_cache=False)
         import ah_plugin
 
         ah_plugin.require_active_from_environment()  # the rows must come from our collector

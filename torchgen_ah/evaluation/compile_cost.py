@@ -100,10 +100,9 @@ def worker(spec: dict) -> None:
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
     if any(row["op"] == "packed_linear" for row in spec["shapes"]):
-        # Inductor's config only for the CPU path's freezing
-        import torch._inductor.config as inductor_config
+        from ah_plugin.inductor import compile_tools  # the CPU path's freezing, in this process only
 
-        inductor_config.freezing = True
+        compile_tools.freeze_constant_weights()
     _warm_up(torch, device)
 
     def first_call_seconds(row) -> float:

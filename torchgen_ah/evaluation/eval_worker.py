@@ -121,22 +121,20 @@ def _environment(torch, device: str) -> dict:
 
 def run(spec: dict) -> None:
     import torch  # lazy: torchgen_ah.evaluate imports this module in a parent that never needs torch
-    import torch._inductor.config as inductor_config
 
     import ah_plugin
+    from ah_plugin.inductor import compile_tools
 
     ah_plugin.require_active_from_environment()  # the plugin this worker was started for, entry point or not
 
     out_dir = spec["out_dir"]
     device = spec["device"]
-    inductor_config.fx_graph_cache = False
-    inductor_config.autotune_local_cache = False
-    inductor_config.autotune_remote_cache = False
+    compile_tools.set_options(fx_graph_cache=False, autotune_local_cache=False, autotune_remote_cache=False)
     # every run must autotune the listed shape itself: pad_mm, deciding anew in each run from noisy
     # benchmarks, once padded 17x2048x8192 to 24 rows in the searched runs only (a key default never saw)
-    inductor_config.shape_padding = False
+    compile_tools.set_options(shape_padding=False)
     if any(row["op"] == "packed_linear" for _, row in spec["shapes"]):
-        inductor_config.freezing = True
+        compile_tools.freeze_constant_weights()
     with open(os.path.join(out_dir, "environment.json"), "w", encoding="utf-8") as f:
         json.dump(_environment(torch, device), f)
     progress = os.path.join(out_dir, "progress.jsonl")

@@ -110,54 +110,15 @@ def _upstream_id(choice: str) -> str:
     return base_id(choice)
 
 
-def _builtin_context(features: dict, op_name: str):
-    """An ``AHContext`` with the features ``mm_autoheuristic`` adds, in its order, plus ``mm_operations``."""
-    # torch's own AutoHeuristic only when its policy is scored: scoring needs no torch otherwise
-    from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, mm_operations
-
-    context = AHContext()
-    for name in ("m", "k", "n"):
-        context.add_feature(name, int(features[name]))
-    for name in ("mat1_dtype", "mat2_dtype"):
-        context.add_feature(name, features[name], is_categorical=True)
-    for mat in ("mat1", "mat2"):
-        for i in range(2):
-            context.add_feature(f"{mat}_stride_{i}", int(features[f"{mat}_stride_{i}"]))
-    for name in ("mat1_iscontig", "mat2_iscontig"):
-        context.add_feature(name, features[name], is_categorical=True)
-    if op_name == "mm" and "using_tf32" in features:
-        context.add_feature("using_tf32", features["using_tf32"], is_categorical=True)
-    context.apply_operations(mm_operations())
-    return context
-
-
 def builtin_ah_ranked(features: dict, metadata: dict, upstream_candidates: list[str]) -> list[str] | None:
     """Upstream ids the shipped H100 artifact would keep (top 10 of those it knows, best first), or
     None when it makes no decision (precondition fails, features missing)."""
     # torch's own AutoHeuristic only when its policy is scored: scoring needs no torch otherwise
-    from torch._inductor.autoheuristic.artifacts._MMRankingH100 import MMRankingH100
-    from torch._inductor.autoheuristic.autoheuristic_utils import AHMetadata
+    from ah_plugin.inductor import compile_tools
 
-    op_name = metadata.get("name", "mm")
-    capa = metadata.get("device_capa")
-    ah_metadata = AHMetadata(
-        shared_memory=metadata.get("shared_memory"),
-        device_capa=tuple(capa) if capa is not None else None,
-        choices=list(upstream_candidates),
-        name=op_name,
-    )
-    try:
-        context = _builtin_context(features, op_name)
-    except (KeyError, TypeError, ValueError):
-        return None
-    heuristic = MMRankingH100()
-    if not heuristic.check_precondition(ah_metadata, context):
-        return None
-    ranked = heuristic.get_decisions_ranked(context)
-    if ranked is None:
-        return None
-    known = [c for c in ranked if c in ah_metadata.choices]
-    return known[:BUILTIN_TOP_K]
+    ranked = compile_tools.builtin_mm_ranking(features, metadata, upstream_candidates,
+                                              compile_tools.shipped_heuristic("MMRankingH100"))
+    return None if ranked is None else ranked[:BUILTIN_TOP_K]
 
 
 def builtin_ah_policy(metadata: dict) -> Policy:

@@ -59,34 +59,20 @@ BAR_RATIO = 1.10
 CHILD = textwrap.dedent(
     """
     import json, sys, time, torch
-    from torch._inductor import config as inductor_config, select_algorithm
     import ah_plugin
+    from ah_plugin.inductor import compile_tools
     ah_plugin.require_active_from_environment()  # the run's results-cache settings, entry point or not
     spec = json.loads(sys.argv[1])
     device, model_kind = spec["device"], spec["model"]
     if spec["warm"]:  # keep compiled kernels only: lower again, benchmark again (no recorded timings)
-        inductor_config.fx_graph_cache = False
-        inductor_config.autotune_local_cache = False
-        import torch._functorch.config as functorch_config
-        functorch_config.enable_autograd_cache = False
+        compile_tools.without_compile_caches()
     if device == "cpu":
-        inductor_config.freezing = True  # linears become packed_linear with GEMM choices
+        compile_tools.freeze_constant_weights()  # linears become packed_linear with GEMM choices
     benchmarked = []
-    select_algorithm.add_feedback_saver(lambda timings, name, *a, **k: benchmarked.append([name, len(timings)]))
+    compile_tools.on_benchmarked(lambda name, count: benchmarked.append([name, count]))
     other = {"config_benchmarks": 0, "coordinate_descent": 0}
     try:
-        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
-        def counting(method, counter):
-            def wrapper(self, *args, **kwargs):
-                other[counter] += 1
-                return method(self, *args, **kwargs)
-            return wrapper
-
-        for attr, counter in (("benchmark_all_configs", "config_benchmarks"),
-                              ("coordinate_descent_tuning", "coordinate_descent")):
-            if hasattr(CachingAutotuner, attr):
-                setattr(CachingAutotuner, attr, counting(getattr(CachingAutotuner, attr), counter))
+        compile_tools.count_config_tuning(other)
     except ImportError:  # no Triton: nothing to count
         pass
     dtype = torch.bfloat16 if device == "cuda" else torch.float32

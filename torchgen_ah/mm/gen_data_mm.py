@@ -35,7 +35,7 @@ as they are):
   one huge input does not hold a whole batch past the time budget (``--max-estimated-ms`` optionally
   leaves such inputs out of a budgeted run).
 
-On ``--device cpu`` the same worker runs the CPU path (DESIGN.md section 3): constant weights under
+On ``--device cpu`` the same worker runs the CPU path: constant weights under
 ``torch.no_grad()`` with freezing lower each ``x_i @ w_i`` to ``packed_linear``, which max-autotune
 benchmarks (collected as op ``packed_linear``). Use it with small ``--shapes``; it exists to test the pipeline.
 
@@ -46,7 +46,6 @@ first repetition, as a compile error would, to exercise batch fault isolation wi
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import sys
@@ -70,6 +69,7 @@ ENV_USE = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"
 ENV_SEARCH_SPACE = "AH_PLUGIN_SEARCH_SPACE"
 ENV_SEARCH_SAMPLE = "AH_PLUGIN_SEARCH_SAMPLE"
+ENV_TIMING = "AH_PLUGIN_TIMING"
 ENV_INJECT_FAULT = "AH_DATAGEN_INJECT_FAULT"
 
 _DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -117,6 +117,10 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                                  "instead of sampling; missing columns expand to all layouts/dtypes")
         parser.add_argument("--dtypes", default="bf16,fp16,fp32",
                             help="dtypes to sample (bf16, fp16, fp32; fp32 is split between TF32 on and off)")
+        parser.add_argument("--timing", choices=("replay", "per_call"), default="replay",
+                            help="how each candidate is timed on a GPU: by CUDA-graph replay, as it runs in a "
+                                 "compiled model (the log says so in its metadata), or by Inductor's per-call "
+                                 "events, as upstream's data were (default: %(default)s)")
         parser.add_argument("--search-space", choices=("wide", "default"), default="wide",
                             help="plugin search space: 'wide' adds sampled configs beyond default's")
         parser.add_argument("--search-space-sample", type=int, default=None,
@@ -236,6 +240,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         env = {ENV_LOG_PATH: os.path.abspath(self.log_path_for(args))}
         env[ENV_USE if args.use_heuristic else ENV_COLLECT] = op
         env[ENV_SEARCH_SPACE] = args.search_space
+        env[ENV_TIMING] = args.timing
         if args.search_space_sample is not None:
             env[ENV_SEARCH_SAMPLE] = str(args.search_space_sample)
         # the host's cores are shared by this process's GPU workers and, under torchrun, by the other
@@ -256,20 +261,23 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             return 1
 
     def setup_worker(self, args, device: str) -> None:
-        import torch  # lazy: only the worker imports torch, never the runner's parent
-        import torch._inductor.config as inductor_config
+        import torch  # lazy: only the worker imports torch (and the plugin's adapter), never the runner's parent
+
+        from ah_plugin.inductor import collection, compile_tools
 
         self._lock = device_lock.from_environment(before_release=lambda: self._synchronize(torch))
         if self._lock is not None:
-            check_turn_taking_hooks()
+            collection.check_turn_taking_hooks()
 
         self._cache_root = args.cache_root
         if self._cache_root:
             os.makedirs(self._cache_root, exist_ok=True)
-        configure_inductor_for_collection(torch, inductor_config)
-        apply_compile_pool(inductor_config, args, device)
+        collection.configure_for_collection()
+        torch.compiler.config.force_disable_caches = False  # a fresh cache folder per compile recompiles kernels
+        if compiles_in_process(args, device):
+            collection.compile_in_process()
         if device == "cpu":
-            inductor_config.freezing = True
+            compile_tools.freeze_constant_weights()
             self.device = "cpu"
         else:
             if not torch.cuda.is_available():
@@ -294,8 +302,9 @@ class BenchmarkRunnerMM(BenchmarkRunner):
     def run_batch(self, specs: list[dict], reps: int, args, device: str) -> list[dict]:
         """Compile one function of every input of the batch ``reps`` times; each compile autotunes every
         mm afresh and the collector logs them. Raises on any failure (the runner then retries singly)."""
-        import torch  # lazy: only the worker imports torch, never the runner's parent
-        import torch._inductor.config as inductor_config
+        import torch  # lazy: only the worker imports torch (and the plugin's adapter), never the runner's parent
+
+        from ah_plugin.inductor import collection
 
         inputs = [MMInput.from_dict(spec) for spec in specs]
         if len({self.batch_key(spec, args) for spec in specs}) != 1:
@@ -331,20 +340,20 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                 # torch where that cannot be arranged, get a warm-up that decides no padding at all
                 pad_decisions = contextlib.nullcontext()
                 if launch_only:
-                    pad_decisions = real_pad_decisions() if lock is None else None
+                    pad_decisions = collection.real_pad_decisions() if lock is None else None
                     if pad_decisions is None or not pad_decisions.usable:
-                        pad_decisions = inductor_config.patch(shape_padding=False)
+                        pad_decisions = collection.padding_off()
                 if launch_only and lock is not None:
                     # compile outside the turn; what touches the GPU (autotuning's example inputs and output
                     # buffers, running the compiled graph) takes it
-                    compiled = torch.compile(fn, backend=self._turn_taking_backend(torch, lock), dynamic=False)
-                    with torch.no_grad(), pad_decisions, launch_only_benchmarks(launch=False), \
-                            autotune_device_work_in_turn(lock):
+                    compiled = torch.compile(fn, backend=self._turn_taking_backend(collection, lock), dynamic=False)
+                    with torch.no_grad(), pad_decisions, collection.launch_only_benchmarks(launch=False), \
+                            collection.autotune_device_work_in_turn(lock):
                         outputs = compiled(*operands)
                 else:
                     compiled = torch.compile(fn, mode=COMPILE_MODE, dynamic=False)
                     with held_or_nothing(lock), torch.no_grad(), pad_decisions, (
-                            launch_only_benchmarks() if launch_only else contextlib.nullcontext()):
+                            collection.launch_only_benchmarks() if launch_only else contextlib.nullcontext()):
                         outputs = compiled(*operands)
                         self._synchronize(torch)
                 seconds.append(round(time.perf_counter() - start, 3))
@@ -365,7 +374,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             if self.device == "cuda":
                 with held_or_nothing(lock):  # frees synchronize the device
                     torch.cuda.empty_cache()
-        info = {"compile_seconds": seconds, "batch": len(inputs), **compile_pool_info(inductor_config)}
+        info = {"compile_seconds": seconds, "batch": len(inputs), **collection.compile_pool_info()}
         if lock is not None:
             info.update(lock.take_stats())
         return [dict(info) for _ in inputs]
@@ -374,25 +383,18 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         if self.device == "cuda":
             torch.cuda.synchronize()
 
-    def _turn_taking_backend(self, torch, lock):
+    def _turn_taking_backend(self, collection, lock):
         """A Dynamo backend that is Inductor with ``COMPILE_MODE``'s options (what ``torch.compile(mode=...)``
         passes), whose compiled graph runs only while this worker holds the device lock."""
-        # Inductor in the worker only (the runner's parent never imports torch)
-        from torch._inductor import list_mode_options
-        from torch._inductor.compile_fx import compile_fx
 
-        options = list_mode_options(COMPILE_MODE, False)
-
-        def backend(graph_module, example_inputs):
-            compiled = compile_fx(graph_module, example_inputs, config_patches=options)
-
+        def in_turn(compiled):
             def run(*args):
                 with lock.held():  # its release synchronizes
                     return compiled(*args)
 
             return run
 
-        return backend
+        return collection.inductor_backend(COMPILE_MODE, wrap=in_turn)
 
     def _case(self, torch, inputs: list[MMInput]):
         """(callable, operands) computing every input's a @ b in one graph on this worker's device.
@@ -461,115 +463,6 @@ def estimated_call_ms(inp: MMInput) -> float:
     return 1e3 * max(flops / _NOMINAL_FLOPS[key], input_bytes(inp) / _NOMINAL_BYTES_PER_S)
 
 
-@contextlib.contextmanager
-def launch_only_benchmarks(launch: bool = True):
-    """Inside: Inductor's benchmarker runs each candidate once and reports a constant instead of timing it.
-    A warm-up compile under it builds and loads every candidate's kernel (what the warm-up is for) without
-    spending GPU time on measurements nobody logs. ``launch=False``: not even once (a worker sharing its
-    GPU must not run anything there outside its turn; the kernels are compiled by then all the same).
-    Restored on exit; a torch without the benchmarker object gets a plain warm-up."""
-    try:  # Inductor in the worker only; an older torch has no benchmarker object
-        from torch._inductor.runtime.benchmarking import benchmarker
-    except ImportError:  # pragma: no cover - older torch
-        yield
-        return
-
-    def run_once(_callable, *args, **kwargs):
-        if launch:
-            _callable()
-        return [1.0] if kwargs.get("return_mode") == "all" else 1.0
-
-    names = [name for name in ("benchmark_gpu", "benchmark_cpu") if hasattr(benchmarker, name)]
-    own = {name: vars(benchmarker).get(name) for name in names}
-    for name in names:
-        setattr(benchmarker, name, run_once)
-    try:
-        yield
-    finally:
-        for name in names:
-            if own[name] is None:
-                delattr(benchmarker, name)
-            else:
-                setattr(benchmarker, name, own[name])
-
-
-class real_pad_decisions:
-    """Inside a compile-only warm-up: Inductor's pad_mm pass still benchmarks "pad or not" for real.
-
-    pad_mm caches that decision, and the logged repetitions reuse it; taken from the warm-up's placeholder
-    times it would always be "do not pad", and decided only in the first repetition it would make that
-    repetition compile the padded mm's candidates. So the pass gets the real benchmarker, captured on
-    entry (before ``launch_only_benchmarks`` replaces it). ``usable`` is False on a torch without the
-    pass's ``get_do_bench`` hook: the caller then switches padding off for the warm-up. Not for workers
-    sharing a GPU: the pass would also need their turn, and it would wait for it once per unaligned mm.
-    """
-
-    def __init__(self):
-        try:  # Inductor in the worker only; an older torch may lack these
-            from torch._inductor.fx_passes import pad_mm
-            from torch._inductor.runtime.benchmarking import benchmarker
-        except ImportError:  # pragma: no cover - older torch
-            pad_mm = benchmarker = None
-        self.usable = (pad_mm is not None and hasattr(benchmarker, "benchmark_gpu")
-                       and callable(vars(pad_mm).get("get_do_bench")))
-        self._pad_mm, self._benchmarker, self._saved = pad_mm, benchmarker, None
-
-    def __enter__(self):
-        if self.usable:
-            real = self._benchmarker.benchmark_gpu
-            self._saved = self._pad_mm.get_do_bench
-            self._pad_mm.get_do_bench = lambda: functools.partial(real, warmup=5)
-        return self
-
-    def __exit__(self, *exc):
-        if self._saved is not None:
-            self._pad_mm.get_do_bench, self._saved = self._saved, None
-        return False
-
-
-# Autotuning steps that run work on the device before and around benchmarking: creating the example inputs
-# (random fills) and, per choice, zeroing its output and workspace. Same names in torch 2.11 and 2.13.
-_AUTOTUNE_DEVICE_WORK = ("benchmark_example_value", "benchmark_choices")
-
-
-def check_turn_taking_hooks() -> None:
-    """Workers that share a device need to know where Inductor's autotuning touches it."""
-    # Inductor in the worker only (the runner's parent never imports torch)
-    from torch._inductor.select_algorithm import AlgorithmSelectorCache
-
-    missing = [name for name in _AUTOTUNE_DEVICE_WORK if name not in vars(AlgorithmSelectorCache)]
-    if missing:
-        raise RuntimeError(f"--workers-per-gpu > 1 needs AlgorithmSelectorCache.{', .'.join(missing)} in this "
-                           "torch (where autotuning creates device tensors); run one worker per GPU")
-
-
-@contextlib.contextmanager
-def autotune_device_work_in_turn(lock):
-    """Inside: each of Inductor's autotuning steps in ``_AUTOTUNE_DEVICE_WORK`` holds ``lock`` (whose
-    release synchronizes the device), so a warm-up compiling outside its turn still never runs anything on
-    a GPU it shares while the other worker times. Restored on exit."""
-    # Inductor in the worker only (the runner's parent never imports torch)
-    from torch._inductor.select_algorithm import AlgorithmSelectorCache
-
-    saved = {name: vars(AlgorithmSelectorCache)[name] for name in _AUTOTUNE_DEVICE_WORK}
-
-    def in_turn(function):
-        def call(*args, **kwargs):
-            with lock.held():
-                return function(*args, **kwargs)
-        return call
-
-    for name, descriptor in saved.items():
-        kind = type(descriptor) if isinstance(descriptor, (staticmethod, classmethod)) else None
-        wrapped = in_turn(descriptor.__func__ if kind else descriptor)
-        setattr(AlgorithmSelectorCache, name, kind(wrapped) if kind else wrapped)
-    try:
-        yield
-    finally:
-        for name, descriptor in saved.items():
-            setattr(AlgorithmSelectorCache, name, descriptor)
-
-
 def input_bytes(inp: MMInput) -> int:
     """Bytes of a, b and the output of one input (what it holds on the GPU while its batch runs)."""
     size = 4 if inp.dtype == "float32" else 2
@@ -584,65 +477,10 @@ def _injected_faults() -> set[tuple[int, int, int]]:
     return out
 
 
-def _set_config(module, name: str, value) -> None:
-    """Set a config entry only where this torch has it (the GPU machine runs an older torch)."""
-    if hasattr(module, name):
-        setattr(module, name, value)
-
-
-def configure_inductor_for_collection(torch, inductor_config) -> None:
-    """Every repetition re-benchmarks: the FX graph caches, AOT autograd cache and the autotune results
-    caches are off. ``force_disable_caches`` stays off because it gives every compile a fresh cache folder,
-    so repetitions would recompile all kernels (compilation is not what is measured). The fusion passes
-    that could merge independent mms of a batch (group/batch fusion) are switched off."""
-    for name in ("fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache", "autotune_remote_cache",
-                 "bundled_autotune_remote_cache", "force_disable_caches"):
-        _set_config(inductor_config, name, False)
-    _set_config(torch.compiler.config, "force_disable_caches", False)
-    for name in ("pre_grad_fusion_options", "post_grad_fusion_options"):
-        _set_config(inductor_config, name, {})
-    try:  # in the worker only; a torch without this config module has no AOTAutograd cache to turn off
-        import torch._functorch.config as functorch_config
-
-        _set_config(functorch_config, "enable_autograd_cache", False)
-        _set_config(functorch_config, "enable_remote_autograd_cache", False)
-    except ImportError:  # pragma: no cover
-        pass
-
-
-def compile_pool_info(inductor_config) -> dict:
-    """For the journal: Inductor's ``compile_threads`` (1: no subprocess pool) and the threads its
-    autotuning precompiles candidates with (None where this torch does not say)."""
-    try:  # Inductor in the worker only; an older torch does not say
-        from torch._inductor.select_algorithm import get_num_workers
-
-        precompile = get_num_workers()
-    except (ImportError, AttributeError):  # pragma: no cover - other torch versions
-        precompile = None
-    return {"compile_threads": getattr(inductor_config, "compile_threads", None),
-            "precompile_threads": precompile}
-
-
 def compiles_in_process(args, device: str) -> bool:
     """Whether this worker compiles its candidates in its own threads (``--compile-pool in-process``, GPU
     workers only): the one test behind both the worker's environment and its Inductor config."""
     return device != "cpu" and getattr(args, "compile_pool", "in-process") == "in-process"
-
-
-def apply_compile_pool(inductor_config, args, device: str) -> None:
-    """``--compile-pool in-process`` (the default): GPU candidates compile in the worker's own threads, not
-    Inductor's subprocess pool.
-
-    Once that pool is up (a few batches into a worker's life), Inductor precompiles Triton candidates in
-    it, and the worker process then builds and loads each kernel again when it first benchmarks it: in
-    the first logged repetition, under the device lock, while the compile-only warm-up's work goes
-    unused. With ``compile_threads`` = 1 the pool is never used and the precompile runs in a thread pool of
-    the worker (sized by ``TORCHINDUCTOR_COMPILE_THREADS``), which loads the kernels where they run. This
-    is what every worker's first batches did before the pool came up (H200 logs, docs/datagen.md). CPU
-    workers keep Inductor's setting: the pool serves Triton only, and it would make their C++ compile
-    serial."""
-    if compiles_in_process(args, device):
-        _set_config(inductor_config, "compile_threads", 1)
 
 
 def _set_tf32(torch, enabled: bool) -> None:

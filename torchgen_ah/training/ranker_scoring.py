@@ -18,7 +18,6 @@ The rules, identical for every ranker:
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 
@@ -157,31 +156,18 @@ def artifact_rankings(heuristic, feature_rows: list[dict]) -> list[list[str]]:
 
 def shipped_orders(device: str, table, choices: list[str]):
     """Padded orders (``orders_from_rankings``) of torch's shipped artifact for every input of `table`,
-    ranked through its own ``get_decisions_ranked`` on an ``AHContext``; None if this torch lacks it."""
+    ranked through its own ``get_decisions_ranked``; None if this torch lacks it."""
     try:
         # torch only here: scoring our own rankers needs neither torch nor Inductor
-        import torch
-        from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, mm_operations
-        mod = importlib.import_module(f"torch._inductor.autoheuristic.artifacts._{SHIPPED[device]}")
+        from ah_plugin.inductor import compile_tools
+
+        heuristic = compile_tools.shipped_heuristic(SHIPPED[device])
     except Exception as exc:  # noqa: BLE001 - a benchmark row, not a failure
         print(f"shipped {SHIPPED[device]} unavailable: {exc}")
         return None
-    heuristic = getattr(mod, SHIPPED[device])()
-    rankings = []
-    for row in table.features.to_dict("records"):
-        ctx = AHContext()
-        for name in ("m", "k", "n"):
-            ctx.add_feature(name, int(row[name]))
-        for name in ("mat1_dtype", "mat2_dtype"):
-            ctx.add_feature(name, getattr(torch, str(row[name]).split(".")[-1]), is_categorical=True)
-        for name in ("mat1_stride_0", "mat1_stride_1", "mat2_stride_0", "mat2_stride_1"):
-            ctx.add_feature(name, int(row[name]))
-        for name in ("mat1_iscontig", "mat2_iscontig"):
-            ctx.add_feature(name, str(row[name]) == "True", is_categorical=True)
-        tf32 = str(row["using_tf32"])
-        ctx.add_feature("using_tf32", tf32 if tf32 == "not_float_32" else tf32 == "True", is_categorical=True)
-        ctx.apply_operations(mm_operations())
-        rankings.append(heuristic.get_decisions_ranked(ctx) or [])
+    metadata = {"name": "mm"}
+    rankings = [compile_tools.builtin_mm_ranking(row, metadata, None, heuristic, check_precondition=False) or []
+                for row in table.features.to_dict("records")]
     return orders_from_rankings(rankings, choices)
 
 
