@@ -168,7 +168,7 @@ def test_builtin_ah_matches_upstream_controller_on_h100_metadata():
     from torch._inductor.autoheuristic.autoheuristic_utils import AHMetadata
     from torch._inductor.autoheuristic.learned_heuristic_controller import LearnedHeuristicController
 
-    from torchgen_ah.evaluation.policies import _builtin_context
+    from ah_plugin.inductor.compile_tools import _builtin_context
 
     known = MMRankingH100().choices
     candidates = known[:5] + known[40:80] + ["extern_mm"]
