@@ -103,6 +103,19 @@ def on_benchmarked(callback) -> None:
     select_algorithm.add_feedback_saver(lambda timings, name, *args, **kwargs: callback(name, len(timings)))
 
 
+def on_timings(callback) -> None:
+    """``callback(op_name, {choice id: ms})`` after each autotuning, with the times Inductor's autotuner took
+    its pick from (also called on in-process autotune-cache hits)."""
+
+    def saver(timings, name, *args, **kwargs):
+        try:
+            callback(name, dict(zip(caller_ids(list(timings)), (float(t) for t in timings.values()))))
+        except Exception as exc:  # observing must never break a compile
+            print(f"on_timings observer failed: {exc!r}")
+
+    select_algorithm.add_feedback_saver(saver)
+
+
 def _builtin_context(features: dict, op_name: str) -> AHContext:
     """An ``AHContext`` with the features torch's mm AutoHeuristic adds, in its order and with its value types
     (dtypes as torch dtypes, contiguity and TF32 as booleans), plus its derived operations. ``features`` holds

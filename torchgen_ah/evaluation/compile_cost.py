@@ -37,12 +37,18 @@ import subprocess
 import sys
 import time
 
+from torchgen_ah.evaluation import kernel_times
 from torchgen_ah.evaluation.eval_worker import make_case, shape_label, with_package_on_path
+from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
 from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
 
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the issue's bars need.
-ALL_MODES = ("off", "default", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1")
+ALL_MODES = ("off", "default", "fast", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1",
+             "replay_all")
+# replay_all: every default candidate timed by CUDA-graph replay, twice per shape (the plugin's collector
+# path with the default space): the replay-fastest choice that the per-call pick is compared with.
+REPLAY_REPS = 2
 
 # Our modes rank mm and addmm (nn.Linear with a bias; ranked with the mm artifact when no addmm one
 # exists); torch's built-in AutoHeuristic acts on mm only.
@@ -69,6 +75,11 @@ def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str
     elif mode == "builtin_ah":
         env["AH_PLUGIN_DISABLE"] = "1"
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = "mm"
+    elif mode == "fast":
+        env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE  # fast mode is the plugin's default
+    elif mode == "replay_all":
+        env.update(TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm", AH_PLUGIN_SEARCH_SPACE="default",
+                   TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH=os.path.join(work_dir, "replay_all_log.txt"))
     elif mode == "ours_top1":
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_TOP_K="1", AH_PLUGIN_KEEP_ATEN="0",
                    AH_PLUGIN_MIN_CHOICES="1")
@@ -92,20 +103,26 @@ def _warm_up(torch, device: str) -> None:
 
 
 def worker(spec: dict) -> None:
-    """Inside the mode's process: compile each shape once, append one JSON line per shape."""
+    """Inside the mode's process: compile each shape once (``replay_all``: ``REPLAY_REPS`` times), append one
+    JSON line per shape: first-call seconds, on a GPU the compiled function's time by CUDA-graph replay,
+    and every candidate's time as the autotuner measured it (per autotuning)."""
     import torch  # lazy: only the mode's own process imports torch; the parent's modules stay cheap
 
     import ah_plugin
+    from ah_plugin.inductor import compile_tools  # this process only: the parent stays free of Inductor
+    from ah_plugin.replay_timing import ReplayTimingError, replay_time_ms
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
     if any(row["op"] == "packed_linear" for row in spec["shapes"]):
-        from ah_plugin.inductor import compile_tools  # the CPU path's freezing, in this process only
-
         compile_tools.freeze_constant_weights()
+    if spec["mode"] == "replay_all":
+        compile_tools.without_compile_caches()  # each repetition autotunes afresh
+    measured: list = []  # {choice id: ms} of each autotuning, as Inductor's autotuner saw them
+    compile_tools.on_timings(lambda name, timings: measured.append(timings))
     _warm_up(torch, device)
 
-    def first_call_seconds(row) -> float:
+    def first_call(row) -> dict:
         torch._dynamo.reset()
         fn, args = make_case(torch, row, device)
         compiled = torch.compile(fn, mode=spec["compile_mode"], dynamic=False)
@@ -114,15 +131,25 @@ def worker(spec: dict) -> None:
         start = time.perf_counter()
         with torch.no_grad():
             compiled(*args)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - start
+            if device == "cuda":
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            replay_ms = None
+            if device == "cuda":
+                try:
+                    replay_ms = replay_time_ms(lambda: compiled(*args))
+                except ReplayTimingError as exc:
+                    print(f"no replay time for {shape_label(row)}: {exc}", flush=True)
+        return {"seconds": seconds, "replay_ms": replay_ms}
 
+    reps = REPLAY_REPS if spec["mode"] == "replay_all" else 1
     for row in spec["shapes"]:
-        seconds = first_call_seconds(row)
-        with open(spec["result_path"], "a", encoding="utf-8") as f:
-            f.write(json.dumps({"mode": spec["mode"], "op": row["op"], "shape": shape_label(row),
-                                "seconds": seconds}) + "\n")
+        for rep in range(reps):
+            measured.clear()
+            result = first_call(row)
+            with open(spec["result_path"], "a", encoding="utf-8") as f:
+                f.write(json.dumps({"mode": spec["mode"], "op": row["op"], "shape": shape_label(row), "rep": rep,
+                                    **result, "timings": list(measured)}) + "\n")
     if spec.get("profile_shape"):
         write_profile(lambda: first_call_seconds(spec["profile_shape"]), spec["profile_path"])
 
@@ -209,7 +236,7 @@ def summarize_cost(results: list[dict]) -> dict:
     out: dict = {}
     by_op: dict = {}
     for r in results:
-        if r["mode"] == "cache_record":
+        if r["mode"] in ("cache_record", "replay_all") or r.get("rep", 0):
             continue
         by_op.setdefault(r["op"], {}).setdefault(r["mode"], {})[r["shape"]] = r["seconds"]
     for op, modes in by_op.items():
@@ -249,6 +276,9 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", action="store_true",
                         help="after the measured shapes, compile the file's next shape under cProfile and write "
                              "OUT/<mode>.profile.txt (not part of the measurement)")
+    parser.add_argument("--results", default=None,
+                        help="also write the report as the compile_cost section of this markdown file "
+                             "(e.g. benchmarks/RESULTS.md)")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -280,13 +310,18 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out, "compile_cost.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1)
     with open(os.path.join(args.out, "compile_cost.csv"), "w", encoding="utf-8") as f:
-        f.write("mode,op,shape,seconds\n")
+        f.write("mode,op,shape,rep,seconds,replay_ms\n")
         for r in results:
-            f.write(f"{r['mode']},{r['op']},{r['shape']},{r['seconds']:.4f}\n")
+            replay = "" if r.get("replay_ms") is None else f"{r['replay_ms']:.6f}"
+            f.write(f"{r['mode']},{r['op']},{r['shape']},{r.get('rep', 0)},{r['seconds']:.4f},{replay}\n")
     command = "python -m torchgen_ah.compile_cost " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = markdown(summary, command) + "\nModes: " + ", ".join(f"{m}: {s}" for m, s in status.items()) + "\n"
+    text = (markdown(summary, command) + "\n" + kernel_times.markdown(results)
+            + "\nModes: " + ", ".join(f"{m}: {s}" for m, s in status.items()) + "\n")
     with open(os.path.join(args.out, "compile_cost.md"), "w", encoding="utf-8") as f:
         f.write(text)
+    if args.results:
+        update_results_section(args.results, "compile_cost",
+                               f"## Single GEMMs: compile and kernel time per mode\n\n{text}", BENCHMARK_TITLE)
     print(text)
     return 0 if results else 1
 

@@ -1,22 +1,25 @@
-"""End to end: small real models compiled in each autotuning mode; total compile time and step time.
+"""End to end: real models compiled in each autotuning mode; whole-compile time and step time.
 
-    python -m torchgen_ah.e2e_models --out DIR [--models gpt2,vit] [--modes off,default,ours_adaptive,...]
+    python -m torchgen_ah.e2e_models --out DIR [--models gpt2,vit,...] [--modes off,default,fast,ours_k10]
+        [--reps 3] [--run-timeout 300] [--results benchmarks/RESULTS.md]
 
-Models (random weights, inference under ``no_grad``, bf16 on CUDA / fp32 on CPU):
-- ``gpt2``: ``transformers.GPT2Model`` from a 4-layer, 512-wide config; batch 8, sequence 256.
+Models (random weights, bf16 on CUDA / fp32 on CPU; inference under ``no_grad`` unless named ``_train``):
+- ``gpt2``: ``transformers.GPT2Model`` with GPT-2 small's config (12 layers, 768 wide); batch 8, sequence 256.
 - ``vit``: ``timm`` ``vit_small_patch16_224`` (``pretrained=False``); batch 32.
+- ``llama_prefill`` / ``llama_decode``: a Llama-style decoder built from a ``transformers.LlamaConfig``
+  (4 layers, hidden 2048, 16 heads, MLP 5632, vocabulary 32000); prefill batch 8 x 256 tokens, decode
+  batch 64 x 1 token (no KV cache).
+- ``vit_train``: one training step (forward and backward of the mean of the output) of the ViT.
 - ``mlp``: three ``nn.Linear`` layers with GELU, torch only (for CPU tests of this tool).
-``transformers`` and ``timm`` are imported lazily inside the worker (they exist on the GPU machine).
-Their linear layers lower to ``addmm``, which our modes rank with the mm artifact (docs/plugin.md).
+``transformers`` and ``timm`` are imported lazily inside the worker (they exist on the GPU machine). Their
+linear layers lower to ``addmm``, which the plugin ranks with the mm artifact.
 
-Each (model, mode) runs in its own process with fresh Inductor/Triton caches (the environments of
-``torchgen_ah.compile_cost.mode_environment``), with the plugin switched on as that environment asks
-(checked: the row records it). Compile time = the first call's wall time. Step time, two ways, after 5
-warm-up calls: ``step ms`` = median wall time of 30 calls (includes Python and launch overhead, which
-dominates small models without CUDA graphs); ``GPU ms`` = one step captured in a CUDA graph and replayed
-50 times, timed with CUDA events (the kernels alone: what the autotuning choices change). Autotunings and
-choices benchmarked are counted from Inductor's "AUTOTUNE benchmarking ... for N choices" lines in the
-mode's log.
+Each (repetition, model, mode) runs in its own process with fresh Inductor/Triton caches (the environments
+of ``torchgen_ah.compile_cost.mode_environment``); repetitions are the outer loop, so the modes of one
+repetition run next to each other. On CUDA the modes run as users run them: max-autotune off is
+``mode="reduce-overhead"`` (CUDA graphs, no autotuning) and every max-autotune mode is ``mode="max-autotune"``
+(CUDA graphs too). Compile time = the first call's wall time (Dynamo, Inductor, autotuning and the first run).
+Step time = median wall time of 30 calls after 5 warm-up calls, each synchronized (CUDA-graph replays).
 """
 
 from __future__ import annotations
@@ -29,100 +32,140 @@ import statistics
 import sys
 import time
 
-from torchgen_ah.evaluation.compile_cost import ALL_MODES, fresh_results_path, pick_device, read_results, run_mode, run_steps
+from torchgen_ah.data.aggregate import geomean
+from torchgen_ah.evaluation.compile_cost import (
+    ALL_MODES,
+    MAX_AUTOTUNE,
+    fresh_results_path,
+    pick_device,
+    read_results,
+    run_mode,
+    run_steps,
+)
+from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
 
-MODELS = ("gpt2", "vit")
+MODELS = ("gpt2", "vit", "llama_prefill", "llama_decode", "vit_train")
 KNOWN_MODELS = MODELS + ("mlp",)
-DEFAULT_MODES = ("off", "default", "ours_adaptive", "ours_k10", "builtin_ah", "cache")
+DEFAULT_MODES = ("off", "fast", "default", "ours_k10")
+# the fast-mode bars: compile at most this multiple of max-autotune off's, steps at most this multiple of
+# the better of off and default max-autotune
+COMPILE_BAR = 1.3
+STEP_BAR = 1.01
 _AUTOTUNE_LINE = re.compile(r"AUTOTUNE benchmarking takes [0-9.]+ seconds and [0-9.]+ seconds precompiling "
                             r"for (\d+) choices")
 
 
+def _llama(torch, batch: int, tokens: int, device: str):
+    import transformers  # optional: only the Llama models need it (on the GPU machine)
+
+    config = transformers.LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=4,
+                                      num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
+                                      max_position_embeddings=2048, use_cache=False)
+    return transformers.LlamaForCausalLM(config), (torch.randint(0, config.vocab_size, (batch, tokens), device=device),)
+
+
+class _TensorOut:
+    """Wraps a model whose forward returns a ``ModelOutput``: the first tensor (what a step consumes)."""
+
+    @staticmethod
+    def wrap(torch, model):
+        class FirstTensor(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args):
+                out = self.inner(*args)
+                return out if isinstance(out, torch.Tensor) else out[0]
+
+        return FirstTensor(model)
+
+
 def build_model(torch, name: str, device: str):
-    """(module, example inputs) for one model name."""
+    """(module returning one tensor, example inputs, whether a step trains) for one model name."""
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    if name == "gpt2":
+    train = name.endswith("_train")
+    base = name[: -len("_train")] if train else name
+    if base == "gpt2":
         import transformers  # optional: only this model needs it (on the GPU machine)
 
-        config = transformers.GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=256)
+        config = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)
         model = transformers.GPT2Model(config)
         inputs = (torch.randint(0, config.vocab_size, (8, 256), device=device),)
-    elif name == "vit":
+    elif base == "vit":
         import timm  # optional: only this model needs it (on the GPU machine)
 
         model = timm.create_model("vit_small_patch16_224", pretrained=False)
         inputs = (torch.randn(32, 3, 224, 224, device=device, dtype=dtype),)
-    elif name == "mlp":
+    elif base == "llama_prefill":
+        model, inputs = _llama(torch, 8, 256, device)
+    elif base == "llama_decode":
+        model, inputs = _llama(torch, 64, 1, device)
+    elif base == "mlp":
         model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(), torch.nn.Linear(96, 96),
                                     torch.nn.GELU(), torch.nn.Linear(96, 32))
         inputs = (torch.randn(24, 64, device=device, dtype=dtype),)
     else:
         raise ValueError(f"unknown model {name!r}; known: {KNOWN_MODELS}")
-    return model.to(device=device, dtype=dtype).eval(), inputs
+    model = _TensorOut.wrap(torch, model).to(device=device, dtype=dtype)
+    return (model.train() if train else model.eval()), inputs, train
 
 
-def graph_step_ms(torch, call, replays: int = 50) -> tuple[float | None, str]:
-    """GPU time of one step: ``call`` captured in a CUDA graph, replayed ``replays`` times between CUDA
-    events. (None, why) when capture fails: the wall-clock step time is then the only figure."""
-    try:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                call()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            call()
-        graph.replay()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / replays, "ok"
-    except Exception as exc:  # capture is best effort: report why, keep the wall-clock figure
-        return None, f"{type(exc).__name__}: {exc}"[:200]
+def torch_compile_mode(compile_mode: str | None, cudagraphs: bool) -> str | None:
+    """The ``torch.compile`` mode a user runs: with CUDA graphs, off is "reduce-overhead" and max-autotune
+    is "max-autotune"."""
+    if not cudagraphs:
+        return compile_mode
+    return "max-autotune" if compile_mode == MAX_AUTOTUNE else "reduce-overhead"
 
 
 def worker(spec: dict) -> None:
     import torch  # lazy: only the mode's own process imports torch; the parent's modules stay cheap
 
     import ah_plugin
+    from ah_plugin.inductor import compile_tools  # this process only
 
     plugin = ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
+    benchmarked: list = []
+    compile_tools.on_benchmarked(lambda name, count: benchmarked.append(count))
     device = spec["device"]
-    model, inputs = build_model(torch, spec["model"], device)
+    model, inputs, train = build_model(torch, spec["model"], device)
+    compiled = torch.compile(model, mode=torch_compile_mode(spec["compile_mode"], spec.get("cudagraphs", False)))
 
     def sync():
         if device == "cuda":
             torch.cuda.synchronize()
 
-    compiled = torch.compile(model, mode=spec["compile_mode"])
-    with torch.no_grad():
+    def step():
+        out = compiled(*inputs)
+        if train:
+            out.float().mean().backward()
+        return out
+
+    with torch.enable_grad() if train else torch.no_grad():
         sync()
         start = time.perf_counter()
-        compiled(*inputs)
+        step()
         sync()
         compile_seconds = time.perf_counter() - start
+        tuned = list(benchmarked)
         for _ in range(5):
-            compiled(*inputs)
+            step()
         steps = []
         for _ in range(30):
             sync()
             start = time.perf_counter()
-            compiled(*inputs)
+            step()
             sync()
             steps.append(time.perf_counter() - start)
-        gpu_ms, gpu_note = (graph_step_ms(torch, lambda: compiled(*inputs)) if device == "cuda"
-                            else (None, "not a CUDA device"))
     settings = plugin["settings"]
     with open(spec["result_path"], "a", encoding="utf-8") as f:
-        f.write(json.dumps({"mode": spec["mode"], "model": spec["model"], "compile_seconds": compile_seconds,
-                            "step_ms": statistics.median(steps) * 1000, "gpu_ms": gpu_ms, "gpu_note": gpu_note,
+        f.write(json.dumps({"mode": spec["mode"], "model": spec["model"], "rep": spec.get("rep", 0),
+                            "compile_seconds": compile_seconds, "step_ms": statistics.median(steps) * 1000,
+                            "autotunings": len(tuned), "benchmarked": sum(tuned),
                             "plugin": {"installed": plugin["installed"], "use": sorted(settings.use),
-                                       "top_k": "adaptive" if settings.adaptive else settings.top_k}}) + "\n")
+                                       "top_k": ("fast" if settings.fast else
+                                                 "adaptive" if settings.adaptive else settings.top_k)}}) + "\n")
 
 
 def autotune_counts(log_path: str) -> tuple[int, int] | None:
@@ -136,40 +179,76 @@ def autotune_counts(log_path: str) -> tuple[int, int] | None:
     return len(counts), sum(counts)
 
 
-def markdown(results: list[dict], command: str) -> str:
-    lines = [f"End to end (`{command}`): first-call compile seconds, median step ms (wall) and GPU ms "
-             "(CUDA graph replay)", "",
-             "| model | mode | plugin use | compile s | compile vs default | autotunings | choices benchmarked "
-             "| step ms | GPU ms | GPU vs default |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    default = {r["model"]: r for r in results if r["mode"] == "default"}
+def medians(results: list[dict]) -> dict:
+    """{(model, mode): {"compile_seconds", "step_ms", "benchmarked", "reps"}}: medians over repetitions."""
+    groups: dict = {}
     for r in results:
-        if r["mode"] == "cache_record":
+        groups.setdefault((r["model"], r["mode"]), []).append(r)
+    return {key: {"compile_seconds": statistics.median(r["compile_seconds"] for r in rows),
+                  "step_ms": statistics.median(r["step_ms"] for r in rows),
+                  "benchmarked": statistics.median(r.get("benchmarked", 0) for r in rows), "reps": len(rows)}
+            for key, rows in groups.items()}
+
+
+def fast_mode_verdicts(table: dict) -> list[dict]:
+    """Per model with off, default and fast measured: fast's compile / off's and step / min(off, default)."""
+    out = []
+    for model in dict.fromkeys(m for m, _ in table):
+        off, default, fast = (table.get((model, mode)) for mode in ("off", "default", "fast"))
+        if not (off and fast):
             continue
-        ref = default.get(r["model"], {})
-        gpu = r.get("gpu_ms")
-        gpu_rel = f"{gpu / ref['gpu_ms']:.3f}x" if gpu and ref.get("gpu_ms") else "n/a"
-        compile_rel = f"{r['compile_seconds'] / ref['compile_seconds']:.2f}x" if ref else "n/a"
-        counts = r.get("autotune")
-        tuned, choices = (counts if counts else ("n/a", "n/a"))
-        plugin = r.get("plugin") or {}
-        use = ",".join(plugin.get("use") or []) or "-"
-        lines.append(f"| {r['model']} | {r['mode']} | {use} | {r['compile_seconds']:.1f} | {compile_rel} | {tuned} "
-                     f"| {choices} | {r['step_ms']:.3f} | {'n/a' if gpu is None else f'{gpu:.3f}'} | {gpu_rel} |")
-    notes = sorted({f"{r['model']}/{r['mode']}: {r['gpu_note']}" for r in results
-                    if r.get("gpu_ms") is None and r.get("gpu_note")})
-    if notes:
-        lines += ["", "No GPU time: " + "; ".join(notes)]
+        best_step = min(r["step_ms"] for r in (off, default) if r)
+        compile_ratio = fast["compile_seconds"] / off["compile_seconds"]
+        step_ratio = fast["step_ms"] / best_step
+        out.append({"model": model, "compile_ratio": compile_ratio, "step_ratio": step_ratio,
+                    "default_measured": default is not None,
+                    "met": default is not None and compile_ratio <= COMPILE_BAR and step_ratio <= STEP_BAR})
+    return out
+
+
+def markdown(results: list[dict], command: str, status: dict | None = None) -> str:
+    table = medians(results)
+    modes = [m for m in ALL_MODES if any(mode == m for _, mode in table)]
+    lines = [f"Command: `{command}`", "",
+             "Compile = first-call wall seconds (fresh process, fresh caches); step = median ms of 30 synchronized "
+             "calls; medians over the repetitions (reps column); benchmarked = choices Inductor timed.", "",
+             "| model | mode | reps | compile s | step ms | benchmarked |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for model in dict.fromkeys(m for m, _ in table):
+        for mode in modes:
+            row = table.get((model, mode))
+            if row:
+                lines.append(f"| {model} | {mode} | {row['reps']} | {row['compile_seconds']:.1f} | "
+                             f"{row['step_ms']:.3f} | {row['benchmarked']:.0f} |")
+    verdicts = fast_mode_verdicts(table)
+    if verdicts:
+        lines += ["", f"Fast mode against the bars (compile <= {COMPILE_BAR}x off, step <= {STEP_BAR}x "
+                      "min(off, default)):", "",
+                  "| model | compile / off | step / min(off, default) | bar |", "| --- | ---: | ---: | --- |"]
+        for v in verdicts:
+            verdict = ("met" if v["met"] else "missed") if v["default_measured"] else \
+                "not judged (default not measured: step vs off only)"
+            lines.append(f"| {v['model']} | {v['compile_ratio']:.2f} | {v['step_ratio']:.3f} | {verdict} |")
+        lines += ["", f"Geomean over models: compile {geomean([v['compile_ratio'] for v in verdicts]):.2f}x off, "
+                      f"step {geomean([v['step_ratio'] for v in verdicts]):.3f}x min(off, default)."]
+    if status:
+        failed = {k: v for k, v in status.items() if v != "ok"}
+        if failed:
+            lines += ["", "Runs that did not finish: " + ", ".join(f"{k}: {v}" for k, v in failed.items())]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchgen_ah.e2e_models", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="e2e_out")
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--modes", default=",".join(DEFAULT_MODES))
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--max-minutes", type=float, default=2.0)
+    parser.add_argument("--out", default="e2e_out", help="folder for logs, caches and results (default: %(default)s)")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(KNOWN_MODELS)}")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma-separated, of {', '.join(ALL_MODES)}")
+    parser.add_argument("--reps", type=int, default=1, help="fresh processes per (model, mode) (default: %(default)s)")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--no-cudagraphs", action="store_true",
+                        help="compile with max-autotune-no-cudagraphs / no mode instead of the CUDA-graph modes")
+    parser.add_argument("--max-minutes", type=float, default=10.0, help="time budget of the whole run")
+    parser.add_argument("--run-timeout", type=float, default=300.0, help="seconds one process may take")
+    parser.add_argument("--results", default=None, help="also write the report as a section of this markdown file")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -183,24 +262,28 @@ def main(argv=None) -> int:
         print(f"error: unknown model or mode {unknown}; models: {KNOWN_MODELS}, modes: {ALL_MODES}", file=sys.stderr)
         return 2
     device = pick_device(args.device)
+    cudagraphs = device == "cuda" and not args.no_cudagraphs
     result_path = fresh_results_path(args.out)
     deadline = time.time() + args.max_minutes * 60
     status = {}
-    for model in models:
-        work = os.path.join(args.out, model)
-        os.makedirs(work, exist_ok=True)
-        status.update(run_steps(
-            modes, deadline,
-            lambda step, left: run_mode(step, [], device, work, left, "torchgen_ah.evaluation.e2e_models",
-                                        extra={"model": model, "result_path": result_path}),
-            label=f"{model}/"))
+    for rep in range(args.reps):
+        for model in models:
+            work = os.path.join(args.out, model, f"rep{rep}")
+            os.makedirs(work, exist_ok=True)
+            status.update(run_steps(
+                modes, deadline,
+                lambda step, left, model=model, work=work, rep=rep: run_mode(
+                    step, [], device, work, min(left, args.run_timeout), "torchgen_ah.evaluation.e2e_models",
+                    extra={"model": model, "rep": rep, "result_path": result_path, "cudagraphs": cudagraphs}),
+                label=f"{model}/rep{rep}/"))
     results = read_results(result_path)
-    for r in results:  # Inductor's own count of what each run autotuned
-        r["autotune"] = autotune_counts(os.path.join(args.out, r["model"], f"{r['mode']}.log"))
     command = "python -m torchgen_ah.e2e_models " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = markdown(results, command) + "\nRuns: " + ", ".join(f"{k}: {v}" for k, v in status.items()) + "\n"
+    text = markdown(results, command, status)
     with open(os.path.join(args.out, "e2e.md"), "w", encoding="utf-8") as f:
         f.write(text)
+    if args.results:
+        update_results_section(args.results, "e2e_models", "## Real models: compile and step time per mode\n\n" + text,
+                               BENCHMARK_TITLE)
     print(text)
     return 0 if results else 1
 

@@ -1,0 +1,146 @@
+"""What each mode's compiled GEMM costs when it runs, and how well each timing method picks.
+
+Reads the per-shape lines ``compile_cost`` writes (``replay_ms``: the compiled function timed by
+CUDA-graph replay; ``timings``: every candidate's time as the mode's autotuner measured it):
+
+* ``kernel_rows``: per shape, each mode's replay time and fast mode's ratio to the better of max-autotune
+  off and default max-autotune (the fast-mode bar: geomean <= 1.00, worst <= 1.05);
+* ``method_agreement``: how often default max-autotune's pick (Inductor's per-call event timing) and the
+  plugin's replay pick differ from the replay-fastest candidate, and what each pick costs under replay.
+  The reference is a second, independent replay autotuning of the same shape (``replay_all`` repetition
+  2), so the replay pick is not graded on its own measurement.
+"""
+
+from __future__ import annotations
+
+from torchgen_ah.data.aggregate import geomean
+
+FAST_BAR_GEOMEAN = 1.00
+FAST_BAR_WORST = 1.05
+
+
+def _by_mode(results: list[dict]) -> dict:
+    """{mode: {shape: [lines by repetition]}}."""
+    out: dict = {}
+    for r in results:
+        out.setdefault(r["mode"], {}).setdefault(r["shape"], []).append(r)
+    for shapes in out.values():
+        for lines in shapes.values():
+            lines.sort(key=lambda r: r.get("rep", 0))
+    return out
+
+
+def kernel_rows(results: list[dict], modes=("off", "default", "fast")) -> list[dict]:
+    """Per shape (every listed mode timed): {"shape", mode: replay ms, "fast_vs_best": ratio or None}."""
+    by_mode = _by_mode(results)
+    shapes = [s for s in by_mode.get("off", {}) if all(
+        by_mode.get(m, {}).get(s) and by_mode[m][s][0].get("replay_ms") for m in modes)]
+    rows = []
+    for shape in shapes:
+        row = {"shape": shape}
+        for mode in modes:
+            row[mode] = by_mode[mode][shape][0]["replay_ms"]
+        best = min(row[m] for m in ("off", "default") if m in row)
+        row["fast_vs_best"] = row["fast"] / best if "fast" in row and best else None
+        rows.append(row)
+    return rows
+
+
+def cache_rows(results: list[dict]) -> list[dict]:
+    """Per shape timed in both the results cache's record run and its hit run: {"shape", "record", "hit" (replay
+    ms), "ratio", "hit_benchmarked": candidates the hit run timed (0 when answered from the file)}."""
+    by_mode = _by_mode(results)
+    record, hit = by_mode.get("cache_record", {}), by_mode.get("cache", {})
+    rows = []
+    for shape, lines in hit.items():
+        if shape not in record or lines[0].get("replay_ms") is None or record[shape][0].get("replay_ms") is None:
+            continue
+        timed = sum(len(tm) for tm in lines[0].get("timings", []) if len(tm) > 1)
+        rows.append({"shape": shape, "record": record[shape][0]["replay_ms"], "hit": lines[0]["replay_ms"],
+                     "ratio": lines[0]["replay_ms"] / record[shape][0]["replay_ms"], "hit_benchmarked": timed})
+    return rows
+
+
+def _pick(timings: list[dict]) -> tuple[str | None, dict]:
+    """(the fastest id, its timings) of a shape's GEMM autotuning (the largest one when a line holds several)."""
+    finite = [{c: t for c, t in tm.items() if t == t and t != float("inf")} for tm in timings]
+    finite = [tm for tm in finite if tm]
+    if not finite:
+        return None, {}
+    tm = max(finite, key=len)
+    return min(tm, key=tm.get), tm
+
+
+def method_agreement(results: list[dict]) -> dict | None:
+    """{"shapes", "per_call_differs", "replay_differs", "per_call_regret", "replay_regret", "rows"} over the
+    shapes with a default-mode autotuning and two replay autotunings; None when there are none."""
+    by_mode = _by_mode(results)
+    default, replay = by_mode.get("default", {}), by_mode.get("replay_all", {})
+    rows = []
+    for shape, lines in replay.items():
+        if len(lines) < 2 or shape not in default:
+            continue
+        per_call_pick, _ = _pick(default[shape][0]["timings"])
+        replay_pick, _ = _pick(lines[0]["timings"])
+        best, reference = _pick(lines[1]["timings"])
+        if best is None or per_call_pick not in reference or replay_pick not in reference:
+            continue
+        rows.append({"shape": shape, "replay_fastest": best, "per_call_pick": per_call_pick,
+                     "replay_pick": replay_pick,
+                     "per_call_regret": reference[per_call_pick] / reference[best],
+                     "replay_regret": reference[replay_pick] / reference[best]})
+    if not rows:
+        return None
+    return {"shapes": len(rows),
+            "per_call_differs": sum(r["per_call_pick"] != r["replay_fastest"] for r in rows),
+            "replay_differs": sum(r["replay_pick"] != r["replay_fastest"] for r in rows),
+            "per_call_regret": geomean([r["per_call_regret"] for r in rows]),
+            "replay_regret": geomean([r["replay_regret"] for r in rows]),
+            "rows": rows}
+
+
+def _short(choice: str) -> str:
+    return "aten" if choice.startswith("extern_") else choice.replace("type=triton_", "").replace("BLOCK-", "")[:40]
+
+
+def markdown(results: list[dict]) -> str:
+    """The kernel table and the agreement table (empty string when no line has replay times)."""
+    rows = kernel_rows(results)
+    lines = []
+    if rows:
+        ratios = [r["fast_vs_best"] for r in rows]
+        lines += ["Kernel time by CUDA-graph replay (us), one fresh process and cache per mode:", "",
+                  "| shape | off | default | fast | fast / min(off, default) |", "| --- | ---: | ---: | ---: | ---: |"]
+        for r in rows:
+            lines.append(f"| {r['shape']} | {1e3 * r['off']:.1f} | {1e3 * r['default']:.1f} | {1e3 * r['fast']:.1f} "
+                         f"| {r['fast_vs_best']:.3f} |")
+        gm, worst = geomean(ratios), max(ratios)
+        verdict = "met" if gm <= FAST_BAR_GEOMEAN and worst <= FAST_BAR_WORST else "missed"
+        lines += ["", f"Fast mode over {len(rows)} shapes: geomean {gm:.3f}x, worst {worst:.3f}x of min(off, default) "
+                      f"(bar: <= {FAST_BAR_GEOMEAN:.2f}x, worst <= {FAST_BAR_WORST:.2f}x: {verdict})."]
+    cached = cache_rows(results)
+    if cached:
+        lines += ["", "Results cache: a record run, then a hit run in a fresh process (replay us):", "",
+                  "| shape | record | hit | hit / record | benchmarked in the hit run |", "| --- | ---: | ---: | ---: | ---: |"]
+        for r in cached:
+            lines.append(f"| {r['shape']} | {1e3 * r['record']:.1f} | {1e3 * r['hit']:.1f} | {r['ratio']:.3f} | "
+                         f"{r['hit_benchmarked']} |")
+        worst = max(abs(r["ratio"] - 1.0) for r in cached)
+        none_timed = all(r["hit_benchmarked"] == 0 for r in cached)
+        lines += ["", f"Hit run: {'nothing' if none_timed else 'something'} benchmarked; kernels within "
+                      f"{100 * worst:.1f}% of the record run's (bar: 0 benchmarked, within 2%: "
+                      f"{'met' if none_timed and worst <= 0.02 else 'missed'})."]
+    agreement = method_agreement(results)
+    if agreement:
+        n = agreement["shapes"]
+        lines += ["", "Pick against the replay-fastest candidate (an independent second replay autotuning):", "",
+                  "| timing method | picks that differ | regret geomean (replay) |", "| --- | ---: | ---: |",
+                  f"| per call (default max-autotune) | {agreement['per_call_differs']} of {n} | "
+                  f"{agreement['per_call_regret']:.3f} |",
+                  f"| CUDA-graph replay (the plugin) | {agreement['replay_differs']} of {n} | "
+                  f"{agreement['replay_regret']:.3f} |", "",
+                  "| shape | replay-fastest | per-call pick (regret) | replay pick (regret) |", "| --- | --- | --- | --- |"]
+        for r in agreement["rows"]:
+            lines.append(f"| {r['shape']} | {_short(r['replay_fastest'])} | {_short(r['per_call_pick'])} "
+                         f"({r['per_call_regret']:.3f}) | {_short(r['replay_pick'])} ({r['replay_regret']:.3f}) |")
+    return "\n".join(lines) + ("\n" if lines else "")
