@@ -10,6 +10,10 @@ replayed, and the replay time divided by ``calls`` is the per-call time.
 ``min_calls`` and ``max_calls``; the result is the median of ``replays`` timed replays. Only
 ``torch.cuda`` is used (no Inductor internals), so the adapter, the padding decision and the
 benchmarks share this one definition of a kernel's time.
+
+A callable that launches on a stream of its own choosing instead of the current one is not captured (its
+work runs outside the graph, and the graph replays in next to no time): a replay under a microsecond per
+call, of calls several times slower eagerly, is refused as ``ReplayTimingError`` rather than reported.
 """
 
 from __future__ import annotations
@@ -27,17 +31,42 @@ MIN_CALLS = 5
 MAX_CALLS = 1000
 _PROBE_CALLS = 5
 _WARMUP_CALLS = 3
+# No GEMM kernel runs in under a microsecond: a replay that fast, of calls that take several times longer
+# eagerly, replayed a graph that holds none of the work
+_EMPTY_GRAPH_MS = 0.001
+_EMPTY_GRAPH_FACTOR = 4.0
 
 
 class ReplayTimingError(RuntimeError):
     """The callable could not be captured into a CUDA graph (a host sync, an unsupported op, ...)."""
 
 
-def _capture(torch, fn, calls: int, pool=None):
+_streams: dict = {}
+
+
+def _capture_stream(torch):
+    """One side stream per device for every capture (graph capture cannot use the default stream)."""
+    device = torch.cuda.current_device()
+    if device not in _streams:
+        _streams[device] = torch.cuda.Stream()
+    return _streams[device]
+
+
+def _capture(torch, fn, calls: int):
+    """``calls`` calls of ``fn`` captured into one graph. ``capture_begin``/``capture_end`` directly: the
+    ``torch.cuda.graph`` context also runs ``gc.collect()`` and empties the allocator's cache on entry,
+    which would cost more than the timing itself when every candidate of an autotuning is captured."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
-        for _ in range(calls):
-            fn()
+    stream = _capture_stream(torch)
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            for _ in range(calls):
+                fn()
+        finally:
+            graph.capture_end()
+    torch.cuda.current_stream().wait_stream(stream)
     return graph
 
 
@@ -68,9 +97,9 @@ def replay_time_ms(fn, *, calls: int | None = None, replays: int = DEFAULT_REPLA
     timed by CUDA-graph replay. Raises ``ReplayTimingError`` when ``fn`` cannot be captured."""
     import torch  # lazy: this module is imported by code paths that must stay free of torch at import
 
-    side = torch.cuda.Stream()
+    side = _capture_stream(torch)
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the default stream, as graph capture requires
+    with torch.cuda.stream(side):  # warm-up on the capture stream (lazy workspaces are made for it)
         for _ in range(_WARMUP_CALLS):
             fn()
     torch.cuda.current_stream().wait_stream(side)
@@ -87,4 +116,20 @@ def replay_time_ms(fn, *, calls: int | None = None, replays: int = DEFAULT_REPLA
         raise ReplayTimingError(f"cannot capture into a CUDA graph: {type(exc).__name__}: {exc}") from exc
     times = _time_replays(torch, graph, replays)
     del graph
-    return statistics.median(times) / calls
+    per_call = statistics.median(times) / calls
+    eager = _eager_ms(torch, fn) if per_call < _EMPTY_GRAPH_MS else 0.0
+    if eager > _EMPTY_GRAPH_FACTOR * per_call:
+        raise ReplayTimingError(f"the graph replays in {per_call:.4g} ms per call against {eager:.4g} ms eagerly: "
+                                "the callable's work was not captured (it launches on another stream)")
+    return per_call
+
+
+def _eager_ms(torch, fn, calls: int = 3) -> float:
+    """Milliseconds per call of ``fn`` launched eagerly (a check that the graph holds the work)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / calls

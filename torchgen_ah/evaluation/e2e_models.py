@@ -15,8 +15,8 @@ Models (random weights, bf16 on CUDA / fp32 on CPU; inference under ``no_grad`` 
 linear layers lower to ``addmm``, which the plugin ranks with the mm artifact.
 
 Each (repetition, model, mode) runs in its own process with fresh Inductor/Triton caches (the environments
-of ``torchgen_ah.compile_cost.mode_environment``); repetitions are the outer loop, so the modes of one
-repetition run next to each other. On CUDA the modes run as users run them: max-autotune off is
+of ``torchgen_ah.compile_cost.mode_environment``); repetitions are the outer loop, then modes in the order
+given (a time budget cuts the last ones), then models. On CUDA the modes run as users run them: max-autotune off is
 ``mode="reduce-overhead"`` (CUDA graphs, no autotuning) and every max-autotune mode is ``mode="max-autotune"``
 (CUDA graphs too). Compile time = the first call's wall time (Dynamo, Inductor, autotuning and the first run).
 Step time = median wall time of 30 calls after 5 warm-up calls, each synchronized (CUDA-graph replays).
@@ -266,16 +266,18 @@ def main(argv=None) -> int:
     result_path = fresh_results_path(args.out)
     deadline = time.time() + args.max_minutes * 60
     status = {}
+    # modes outside models: a time budget cuts the costly modes (listed last), not whole models
     for rep in range(args.reps):
-        for model in models:
-            work = os.path.join(args.out, model, f"rep{rep}")
-            os.makedirs(work, exist_ok=True)
-            status.update(run_steps(
-                modes, deadline,
-                lambda step, left, model=model, work=work, rep=rep: run_mode(
-                    step, [], device, work, min(left, args.run_timeout), "torchgen_ah.evaluation.e2e_models",
-                    extra={"model": model, "rep": rep, "result_path": result_path, "cudagraphs": cudagraphs}),
-                label=f"{model}/rep{rep}/"))
+        for mode in modes:
+            for model in models:
+                work = os.path.join(args.out, model, f"rep{rep}")
+                os.makedirs(work, exist_ok=True)
+                status.update(run_steps(
+                    [mode], deadline,
+                    lambda step, left, model=model, work=work, rep=rep: run_mode(
+                        step, [], device, work, min(left, args.run_timeout), "torchgen_ah.evaluation.e2e_models",
+                        extra={"model": model, "rep": rep, "result_path": result_path, "cudagraphs": cudagraphs}),
+                    label=f"{model}/rep{rep}/"))
     results = read_results(result_path)
     command = "python -m torchgen_ah.e2e_models " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(results, command, status)

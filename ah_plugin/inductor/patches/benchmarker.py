@@ -27,9 +27,11 @@ max_benchmark_duration, return_mode)``, ``Benchmarker.benchmark_cpu(_callable, w
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 from dataclasses import dataclass, field
 
+import torch
 import torch._inductor.config as inductor_config
 from torch._inductor.runtime import benchmarking
 
@@ -180,13 +182,31 @@ def _limited_kwargs(name: str, original, limits: dict, kwargs: dict) -> dict:
     return kwargs
 
 
+def on_current_stream(callable_):
+    """``callable_``, launching on the stream that is current when it is called.
+
+    A Triton candidate's run function (``TritonBenchmarkRequest.make_run_fn``) is a ``functools.partial``
+    with the raw CUDA stream of its creation bound as ``stream=``: called during a graph capture it would
+    launch outside the capturing stream, so nothing would be captured. The stream is read at call time
+    instead. Other callables (aten's, which use the current stream) are returned as they are."""
+    if not (isinstance(callable_, functools.partial) and "stream" in callable_.keywords):
+        return callable_
+    func, args, keywords = callable_.func, callable_.args, dict(callable_.keywords)
+
+    def launch():
+        keywords["stream"] = torch.cuda.current_stream().cuda_stream
+        return func(*args, **keywords)
+
+    return launch
+
+
 def _replay(plan: Plan, callable_, kwargs: dict):
     """The replay-timed result in the shape ``benchmark_gpu`` returns (a list for ``return_mode="all"``)."""
     target = DEFAULT_TARGET_MS
     limits = plan.limits or {}
     if "duration_ms" in limits:
         target = min(target, limits["duration_ms"] / DEFAULT_REPLAYS)
-    ms = replay_time_ms(callable_, target_ms=target)
+    ms = replay_time_ms(on_current_stream(callable_), target_ms=target)
     return [ms] if kwargs.get("return_mode") == "all" else ms
 
 
