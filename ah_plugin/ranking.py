@@ -270,6 +270,14 @@ class RankingPolicy:
     def select(self, request: AutotuneRequest) -> list[str] | None:
         if self.ops is not None and request.op_name not in self.ops:
             return None
+        keep = self._ranked(request)
+        if keep is None and self.options.fast:
+            aten = [c for c in request.candidates if is_aten_choice(c)]
+            return aten[:1] or None  # fast mode with nothing to rank by: aten, never a compile of templates
+        return keep
+
+    def _ranked(self, request: AutotuneRequest) -> list[str] | None:
+        """The kept ids from the artifact's ranking; None when no artifact can rank this input."""
         artifact = self.artifact_for(request.op_name, request.metadata)
         if artifact is None:
             return None
@@ -386,7 +394,8 @@ class RankingPolicy:
         if key in self._said:
             return
         self._said.add(key)
-        message = f"ah_plugin: {op_name}: {reason}; Inductor's default choices are used"
+        outcome = "aten alone is kept (fast mode)" if self.options.fast else "Inductor's default choices are used"
+        message = f"ah_plugin: {op_name}: {reason}; {outcome}"
         if self.options.verbose:
             message += f" ({details})"
         else:

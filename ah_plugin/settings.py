@@ -42,8 +42,11 @@ ADAPTIVE = "adaptive"
 FAST = "fast"
 TIMINGS = {"replay": "cudagraph_replay", "cudagraph_replay": "cudagraph_replay", "per_call": None}
 # On the CPU, Inductor autotunes a GEMM only as packed_linear (a constant weight under freezing): asking
-# for mm covers it, so COLLECT=mm / USE=mm do on the CPU what they do on a GPU.
-OP_ALIASES = {"mm": ("packed_linear",)}
+# for mm covers it, so COLLECT=mm / USE=mm do on the CPU what they do on a GPU. In use mode mm also covers
+# the other GEMMs of a model (linear layers with a bias, batched products): a user asking for faster GEMM
+# compiles means all of them; collection keeps upstream's meaning (mm rows only).
+COLLECT_ALIASES = {"mm": ("packed_linear",)}
+USE_ALIASES = {"mm": ("addmm", "bmm", "baddbmm", "packed_linear")}
 
 
 def env_requests_plugin(environ=None) -> bool:
@@ -85,12 +88,12 @@ class Settings:
     @property
     def collect_ops(self) -> frozenset:
         """Ops whose autotunings are logged (``collect`` with the ops it covers)."""
-        return with_aliases(self.collect)
+        return with_aliases(self.collect, COLLECT_ALIASES)
 
     @property
     def use_ops(self) -> frozenset:
         """Ops whose candidates the learned ranking narrows (``use`` with the ops it covers)."""
-        return with_aliases(self.use)
+        return with_aliases(self.use, USE_ALIASES)
 
     @property
     def handled_ops(self) -> frozenset:
@@ -113,9 +116,9 @@ def _ops(text) -> frozenset:
     return frozenset(name for name in names if name not in BUILTIN_ONLY_OPS)
 
 
-def with_aliases(ops) -> frozenset:
-    """``ops`` plus the ops they cover (``OP_ALIASES``: mm covers the CPU's packed_linear)."""
-    return frozenset(ops) | frozenset(alias for name in ops for alias in OP_ALIASES.get(name, ()))
+def with_aliases(ops, aliases) -> frozenset:
+    """``ops`` plus the ops they cover (``COLLECT_ALIASES`` / ``USE_ALIASES``)."""
+    return frozenset(ops) | frozenset(alias for name in ops for alias in aliases.get(name, ()))
 
 
 def _int(name: str, text: str, minimum: int) -> int:

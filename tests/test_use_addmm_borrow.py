@@ -89,7 +89,7 @@ def test_bmm_does_not_borrow():
     other = {"size": [12, 64, 197], "stride": [197 * 64, 197, 1], "dtype": "torch.bfloat16"}
     request = make_request("bmm", [batch, other], [*triton, "extern_bmm"])
     assert features.mm_view("bmm", request.features, request.metadata) is None
-    policy = RankingPolicy(ops={"bmm"})
+    policy = RankingPolicy(ops={"bmm"}, top_k=10)
     with pytest.warns(RuntimeWarning, match="bmm: no artifact matches"):
         assert policy.select(request) is None
     assert policy.artifact_for("bmm", request.metadata) is None

@@ -212,7 +212,7 @@ def test_choose_is_pure_and_floors_at_candidates():
 
 def test_no_matching_artifact_falls_back_once(tmp_path):
     write_artifact(tmp_path, "_MMRankingTest.py")
-    p = policy(tmp_path)
+    p = policy(tmp_path, top_k=10)
     a100 = {"name": "mm", "device_capa": (8, 0), "shared_memory": 166912, "device_name": "NVIDIA A100"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -223,11 +223,15 @@ def test_no_matching_artifact_falls_back_once(tmp_path):
     assert sum(m.startswith("ah_plugin: mm: no artifact matches") for m in messages) == 1
     assert sum(m.startswith("ah_plugin: bmm: no artifact matches") for m in messages) == 1
     assert all("default choices" in m for m in messages)
+    # fast mode (the default) with nothing to rank by keeps aten alone: no template is compiled
+    fast = policy(tmp_path)
+    with pytest.warns(RuntimeWarning, match=r"bmm: no artifact matches .*aten alone is kept \(fast mode\)"):
+        assert fast.select(request(op="bmm", candidates=["extern_bmm", T[0]])) == ["extern_bmm"]
 
 
 def test_verbose_fallback_names_the_rejected_artifact(tmp_path):
     write_artifact(tmp_path, "_MMRankingTest.py")
-    p = policy(tmp_path, verbose=True)
+    p = policy(tmp_path, top_k=10, verbose=True)
     a100 = {"name": "mm", "device_capa": (8, 0), "shared_memory": 166912, "device_name": "NVIDIA A100"}
     with pytest.warns(RuntimeWarning, match=r"MMRankingTest .*precondition false"):
         assert p.select(request(meta=a100)) is None
@@ -236,15 +240,17 @@ def test_verbose_fallback_names_the_rejected_artifact(tmp_path):
 def test_artifact_that_raises_falls_back(tmp_path):
     path = write_artifact(tmp_path, "_MMRankingTest.py")
     path.write_text(path.read_text().replace('if features["m"] <= 64:', 'if features["missing"]:'))
-    p = policy(tmp_path)
+    p = policy(tmp_path, top_k=10)
     with pytest.warns(RuntimeWarning, match="raised"):
         assert p.select(request()) is None
+    assert policy(tmp_path).select(request()) == ["extern_mm"]  # fast mode: aten
 
 
 def test_artifact_ranking_no_existing_choice_falls_back(tmp_path):
     write_artifact(tmp_path, "_MMRankingTest.py")
     with pytest.warns(RuntimeWarning, match="ranks none of today's choices"):
-        assert policy(tmp_path).select(request(candidates=["extern_other", "type=triton_x"])) is None
+        assert policy(tmp_path, top_k=10).select(request(candidates=["extern_other", "type=triton_x"])) is None
+    assert policy(tmp_path).select(request(candidates=["extern_other", "type=triton_x"])) == ["extern_other"]
 
 
 def test_ops_filter(tmp_path):

@@ -91,7 +91,10 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
     current = settings.current()
     if not (current.active or registry.registered_policies()):
         return ktcs
-    if current.search_space == "wide" and op_name in current.handled_ops:
+    # fast mode ranks Inductor's own candidates: widening enumerates the exhaustive list at every lowering,
+    # which costs more compile time than fast mode may spend (seconds per GEMM of a large model)
+    widen = op_name in current.collect_ops or (op_name in current.use_ops and not current.fast)
+    if current.search_space == "wide" and widen:
         try:
             ktcs = wide_space.widened(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrides, current)
         except Exception as exc:  # a torch without the exhaustive list: keep Inductor's space

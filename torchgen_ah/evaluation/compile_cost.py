@@ -50,9 +50,10 @@ ALL_MODES = ("off", "default", "fast", "ours_adaptive", "ours_k10", "cache", "bu
 # path with the default space): the replay-fastest choice that the per-call pick is compared with.
 REPLAY_REPS = 2
 
-# Our modes rank mm and addmm (nn.Linear with a bias; ranked with the mm artifact when no addmm one
-# exists); torch's built-in AutoHeuristic acts on mm only.
-OURS_USE = "mm,addmm"
+# Our modes act on mm (which in use mode covers addmm, bmm and baddbmm: linear layers with a bias are
+# ranked with the mm artifact) and on convolution (a ViT's patch embedding; fast mode keeps aten where no
+# artifact ranks an op); torch's built-in AutoHeuristic acts on mm only.
+OURS_USE = "mm,convolution"
 _PLUGIN_VARS = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE",
                 "AH_PLUGIN_TOP_K", "AH_PLUGIN_DISABLE", "AH_PLUGIN_KEEP_ATEN", "AH_PLUGIN_MIN_CHOICES")
 
