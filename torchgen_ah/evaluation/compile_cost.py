@@ -45,7 +45,9 @@ from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_sh
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the bars need.
 ALL_MODES = ("off", "default", "fast", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1",
-             "replay_all")
+             "replay_all", "aten_only")
+# aten_only: max-autotune with aten as the only GEMM backend, plugin off: what max-autotune costs besides
+# GEMM selection (pointwise and reduction config tuning), to tell that apart from the plugin's cost.
 # replay_all: every default candidate timed by CUDA-graph replay, twice per shape (the plugin's collector
 # path with the default space): the replay-fastest choice that the per-call pick is compared with.
 REPLAY_REPS = 2
@@ -76,6 +78,9 @@ def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str
     elif mode == "builtin_ah":
         env["AH_PLUGIN_DISABLE"] = "1"
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = "mm"
+    elif mode == "aten_only":
+        env["AH_PLUGIN_DISABLE"] = "1"
+        env["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = "ATEN"
     elif mode == "fast":
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE  # fast mode is the plugin's default
     elif mode == "replay_all":

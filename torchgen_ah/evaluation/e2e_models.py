@@ -137,6 +137,8 @@ def worker(spec: dict) -> None:
             torch.cuda.synchronize()
 
     def step():
+        if train:  # a new step: CUDA-graph trees may reuse the previous step's output memory
+            torch.compiler.cudagraph_mark_step_begin()
         out = compiled(*inputs)
         if train:
             out.float().mean().backward()
