@@ -1,8 +1,16 @@
 """Every switch of the plugin, in one place: the environment variable and its Python-API twin.
 
-Rule (written once, here and in docs/plugin.md): **a variable that is set in the environment wins over
-the value given to ``ah_plugin.install(...)``/``enabled(...)``; an unset (or empty) variable leaves the
-API value, and with neither the default applies.**
+Rules (written once, here and in docs/plugin.md):
+
+- **a variable that is set in the environment wins over the value given to
+  ``ah_plugin.install(...)``/``enabled(...)``; an unset (or empty) variable leaves the API value, and
+  with neither the default applies;**
+- **a bad value of a variable warns once (naming the variable, the value and what is expected) and
+  disables only what that variable governs** (``env_values``): a bad ``AH_PLUGIN_TOP_K``,
+  ``AH_PLUGIN_TOP_K_MASS`` or ``AH_PLUGIN_MIN_CHOICES`` turns the USE ranking off (a guessed k could
+  prune the wrong choices), unknown operation names are dropped (the known ones are listed), any other
+  bad variable is ignored (its unset value applies). Collection and the results cache go on.
+  ``current()`` never raises; the API twins raise ``ValueError`` at the call.
 
 Standard library only: ``_autoload`` calls ``env_requests_plugin`` on every ``import torch``.
 """
@@ -10,7 +18,10 @@ Standard library only: ``_autoload`` calls ``env_requests_plugin`` on every ``im
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, fields, replace
+
+from .env_values import BadValue, parse_bool, parse_fraction, parse_int, warn_bad
 
 # Upstream variables (same meaning as torch's built-in AutoHeuristic: comma-separated op names).
 ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
@@ -36,6 +47,21 @@ _FALSE_WORDS = ("", "0", "false", "off", "no")
 BUILTIN_ONLY_OPS = frozenset({"pad_mm", "mixed_mm"})
 SEARCH_SPACES = ("default", "wide")
 ADAPTIVE = "adaptive"
+
+# Inductor's autotuning names (``autotune_select_algorithm(name, ...)``) in the torch versions this plugin
+# supports; a custom op autotuned with ``torch.library`` is named ``<op>_autotuned``. A name outside these
+# is a typo (``USE=mm;addmm``): refused, so that a variable never silently does nothing.
+KNOWN_OPS = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "int_mm", "scaled_mm", "mm_plus_mm", "sparse_semi_structured_mm",
+    "_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu", "grouped_mm", "scaled_grouped_mm", "b2b_gemm",
+    "packed_linear", "linear_unary", "linear_binary", "qlinear_unary", "qlinear_binary", "grouped_gemm",
+    "convolution", "convolution_bwd_input", "convolution_bwd_weight",
+    "flex_attention", "flex_attention_backward", "flex_decoding",
+    "flex_flash_attention", "flex_flash_attention_backward",
+})
+_CUSTOM_OP = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*_autotuned")
+# The variables whose bad value turns the USE ranking off, and the UseOptions field each one sets.
+RANKING_VARIABLES = {ENV_TOP_K: "top_k", ENV_TOP_K_MASS: "mass", ENV_MIN_CHOICES: "min_choices"}
 
 
 def env_requests_plugin(environ=None) -> bool:
@@ -69,6 +95,7 @@ class Settings:
     search_space: str = "wide"  # "wide": add filtered exhaustive configs (GPU Triton mm only)
     search_sample: int = 20  # extra configs benchmarked per input in collect mode
     tunable: bool = False  # any AH_TUNABLE_* variable set (the cache decides what it means)
+    ranking_off: tuple = ()  # variables of RANKING_VARIABLES holding a bad value: the USE ranking is off
 
     @property
     def handled_ops(self) -> frozenset:
@@ -81,6 +108,7 @@ class Settings:
 
 
 def _ops(text) -> frozenset:
+    """The op names of a comma-separated variable or an API list, without the built-in-only ones."""
     if text is None:
         return frozenset()
     if isinstance(text, str):
@@ -91,59 +119,94 @@ def _ops(text) -> frozenset:
     return frozenset(name for name in names if name not in BUILTIN_ONLY_OPS)
 
 
-def _int(name: str, text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r}: expected an integer") from None
-    if value < minimum:
-        raise ValueError(f"{name}={text!r}: must be >= {minimum}")
-    return value
+def is_known_op(name: str) -> bool:
+    return name in KNOWN_OPS or name in BUILTIN_ONLY_OPS or bool(_CUSTOM_OP.fullmatch(name))
 
 
-def _mass(name: str, text: str) -> float:
+def unknown_ops_message(names) -> str:
+    """What is wrong with ``names`` (unknown operations) and what is known."""
+    hint = "; separate operations with commas" if any(re.search(r"[;:\s|]", n) for n in names) else ""
+    return (f"a comma-separated list of known operations ({', '.join(sorted(KNOWN_OPS))}, or a custom op's "
+            f"'<name>_autotuned'){hint}")
+
+
+def _known_ops(name: str, text: str) -> frozenset:
+    """``_ops`` of a variable; unknown names are dropped with one warning that lists the known ones."""
+    ops = _ops(text)
+    unknown = sorted(op for op in ops if not is_known_op(op))
+    if unknown:
+        kept = sorted(ops.difference(unknown))
+        warn_bad(name, text, unknown_ops_message(unknown),
+                 f"{', '.join(map(repr, unknown))} ignored; "
+                 + (f"acting on {', '.join(kept)}" if kept else f"{name} does nothing"))
+    return ops.difference(unknown)
+
+
+_RANKING_OFF = "the USE ranking is off (Inductor benchmarks all its choices); collection and the results cache go on"
+
+
+def _top_k(text: str):
+    if text.lower() == ADAPTIVE:
+        return ADAPTIVE
     try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r}: expected a number in (0, 1]") from None
-    if not 0.0 < value <= 1.0:
-        raise ValueError(f"{name}={text!r}: must be in (0, 1]")
-    return value
+        return parse_int(text, 1)
+    except BadValue:
+        raise BadValue("an integer >= 1 or 'adaptive'") from None
+
+
+def _search_space(text: str) -> str:
+    if text.lower() not in SEARCH_SPACES:
+        raise BadValue(f"one of {', '.join(SEARCH_SPACES)}")
+    return text.lower()
+
+
+# variable -> (Settings field, parser); a bad value of the first three turns the USE ranking off
+_PARSED = {
+    ENV_TOP_K: ("top_k", _top_k),
+    ENV_TOP_K_MASS: ("top_k_mass", parse_fraction),
+    ENV_MIN_CHOICES: ("min_choices", lambda text: parse_int(text, 1)),
+    ENV_KEEP_ATEN: ("keep_aten", parse_bool),
+    ENV_VERBOSE: ("verbose", parse_bool),
+    ENV_SEARCH_SPACE: ("search_space", _search_space),
+    ENV_SEARCH_SAMPLE: ("search_sample", parse_int),
+}
 
 
 def _from_env(env) -> dict:
-    """Fields set by the environment (only those present and non-empty)."""
+    """Fields set by the environment (only those present and non-empty); bad values warned once."""
     out: dict = {}
     if env.get(ENV_COLLECT, "").strip():
-        out["collect"] = _ops(env[ENV_COLLECT])
+        out["collect"] = _known_ops(ENV_COLLECT, env[ENV_COLLECT])
     if env.get(ENV_USE, "").strip():
-        out["use"] = _ops(env[ENV_USE])
+        out["use"] = _known_ops(ENV_USE, env[ENV_USE])
     path = env.get(ENV_LOG_PATH, "").strip()
     if path:
         out["log_path"] = None if path == "DEFAULT" else path
-    top_k = env.get(ENV_TOP_K, "").strip()
-    if top_k.lower() == ADAPTIVE:
-        out["adaptive"] = True
-    elif top_k:
-        out["top_k"] = _int(ENV_TOP_K, top_k, 1)
-    if env.get(ENV_TOP_K_MASS, "").strip():
-        out["top_k_mass"] = _mass(ENV_TOP_K_MASS, env[ENV_TOP_K_MASS].strip())
-        out["adaptive"] = True
-    if env.get(ENV_MIN_CHOICES, "").strip():
-        out["min_choices"] = _int(ENV_MIN_CHOICES, env[ENV_MIN_CHOICES].strip(), 1)
-    if env.get(ENV_KEEP_ATEN, "").strip():
-        out["keep_aten"] = env[ENV_KEEP_ATEN].strip().lower() not in _FALSE_WORDS
     if env.get(ENV_ARTIFACT_DIR, "").strip():
         out["artifact_dir"] = env[ENV_ARTIFACT_DIR].strip()
-    if env.get(ENV_VERBOSE, "").strip():
-        out["verbose"] = env[ENV_VERBOSE].strip().lower() not in _FALSE_WORDS
-    if env.get(ENV_SEARCH_SPACE, "").strip():
-        space = env[ENV_SEARCH_SPACE].strip().lower()
-        if space not in SEARCH_SPACES:
-            raise ValueError(f"{ENV_SEARCH_SPACE}={space!r}: expected one of {SEARCH_SPACES}")
-        out["search_space"] = space
-    if env.get(ENV_SEARCH_SAMPLE, "").strip():
-        out["search_sample"] = _int(ENV_SEARCH_SAMPLE, env[ENV_SEARCH_SAMPLE].strip(), 0)
+    ranking_off = []
+    for name, (key, parse) in _PARSED.items():
+        text = env.get(name, "").strip()
+        if not text:
+            continue
+        try:
+            value = parse(text)
+        except BadValue as bad:
+            if name in RANKING_VARIABLES:
+                ranking_off.append(name)
+                warn_bad(name, text, bad.expected, _RANKING_OFF)
+            else:
+                unset = _api_values.get(key, getattr(Settings(), key))
+                warn_bad(name, text, bad.expected, f"ignored: {unset!r} applies (its value when unset)")
+            continue
+        if value == ADAPTIVE:
+            out["adaptive"] = True
+            continue
+        out[key] = value
+        if key == "top_k_mass":
+            out["adaptive"] = True  # a threshold means adaptive k
+    if ranking_off:
+        out["ranking_off"] = tuple(ranking_off)
     if any(k.startswith(TUNABLE_PREFIX) and v.strip().lower() not in _FALSE_WORDS for k, v in env.items()):
         out["tunable"] = True
     return out
@@ -153,7 +216,9 @@ _api_values: dict = {}
 
 
 def _normalise_api(values: dict) -> dict:
-    names = {f.name for f in fields(Settings)}
+    """The API layer, checked: a bad argument raises ValueError naming it (the variables' rule is for
+    values a program cannot see; an argument is seen at the call)."""
+    names = {f.name for f in fields(Settings)} - {"ranking_off", "tunable"}
     out = {}
     for key, value in values.items():
         if key not in names:
@@ -163,15 +228,21 @@ def _normalise_api(values: dict) -> dict:
         if key == "top_k" and value == ADAPTIVE:
             out["adaptive"] = True
             continue
-        if key in ("collect", "use"):
-            value = _ops(value)
-        elif key == "top_k_mass":
-            value = _mass(key, str(value))
-            out["adaptive"] = True  # as the variable: a threshold means adaptive k
-        elif key == "search_space" and value not in SEARCH_SPACES:
-            raise ValueError(f"search_space={value!r}: expected one of {SEARCH_SPACES}")
-        elif key in ("top_k", "min_choices") and int(value) < 1:
-            raise ValueError(f"{key}={value!r}: must be >= 1")
+        try:
+            if key in ("collect", "use"):
+                value = _ops(value)
+                unknown = sorted(op for op in value if not is_known_op(op))
+                if unknown:
+                    raise BadValue(unknown_ops_message(unknown))
+            elif key == "top_k_mass":
+                value = parse_fraction(str(value))
+                out["adaptive"] = True  # as the variable: a threshold means adaptive k
+            elif key == "search_space":
+                value = _search_space(str(value))
+            elif key in ("top_k", "min_choices"):
+                value = parse_int(str(value), 1)
+        except BadValue as bad:
+            raise ValueError(f"{key}={values[key]!r}: expected {bad.expected}") from None
         out[key] = value
     return out
 
@@ -202,7 +273,8 @@ def describe(settings: Settings) -> str:
         f"collect={','.join(sorted(settings.collect))};use={','.join(sorted(settings.use))};"
         f"top_k={settings.top_k};adaptive={settings.adaptive}:{settings.top_k_mass};"
         f"min={settings.min_choices};aten={settings.keep_aten};artifact_dir={settings.artifact_dir};"
-        f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable}"
+        f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable};"
+        f"ranking_off={','.join(settings.ranking_off)}"
     )
 
 
@@ -220,7 +292,10 @@ __all__ = [
     "ENV_SEARCH_SAMPLE",
     "ENV_DISABLE",
     "TUNABLE_PREFIX",
+    "KNOWN_OPS",
+    "RANKING_VARIABLES",
     "Settings",
+    "is_known_op",
     "env_requests_plugin",
     "set_api_values",
     "api_values",

@@ -27,6 +27,7 @@ from torchgen_ah.train_decision import (
     TimingTable,
     TrainResult,
     metrics_markdown,
+    require_usable,
     timing_table,
     train,
 )
@@ -50,7 +51,7 @@ def load_table(path: str, name: str, weight: float = 1.0) -> tuple[TimingTable, 
     frame = log.frame
     table = timing_table(frame, feature_columns(log.metadata), name, weight,
                          keys=input_keys(frame, log.metadata))
-    return table, log.metadata
+    return require_usable(table, path, len(frame) + len(log.skipped)), log.metadata
 
 
 def mm_feature_spec(metadata: dict) -> FeatureSpec:
