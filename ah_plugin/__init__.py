@@ -56,7 +56,7 @@ def activate_from_environment() -> None:
     """What the ``torch.backends`` entry point calls when a plugin variable is set."""
     from . import inductor_hooks, settings
 
-    if not settings.current().active:  # also raises, naming the variable, on a bad value
+    if not settings.current().active:  # a bad value warns and switches off only what it governs
         return
     inductor_hooks.install_hooks()
     try:

@@ -294,6 +294,10 @@ def load_artifacts(dirs: tuple[tuple[str, str], ...] | None = None) -> tuple[Loa
         names_seen: set[str] = set()
         for source, directory in dirs:
             from_this_dir = []
+            if source == SOURCE_USER and not os.path.isdir(directory) and directory not in _warned_files:
+                _warned_files.add(directory)  # a mistyped AH_PLUGIN_ARTIFACT_DIR must not do nothing silently
+                warnings.warn(f"ah_plugin: the artifact folder {directory} is not a folder; only the packaged "
+                              "artifacts are used", RuntimeWarning, stacklevel=2)
             if _refused_folder(directory):
                 continue
             for path in artifact_files(directory):

@@ -13,21 +13,21 @@ folder is never run. Both checks read the file and ``stat`` a few paths: no code
 from __future__ import annotations
 
 import os
-import re
 import stat
 
+# what a Contract-2 file holds (plain substring searches: a 400 KB artifact is checked in well under 1 ms)
 _ARTIFACT_MARKS = (
-    (re.compile(rb"^class\s+\w+", re.M), "class"),
-    (re.compile(rb"^[ \t]+heuristic_name\s*[:=]", re.M), "heuristic_name"),
-    (re.compile(rb"^[ \t]+op_name\s*[:=]", re.M), "op_name"),
-    (re.compile(rb"^[ \t]+def\s+rank\s*\(", re.M), "rank()"),
-    (re.compile(rb"^[ \t]+def\s+check_precondition\s*\(", re.M), "check_precondition()"),
+    (b"class ", "class"),
+    (b"heuristic_name", "heuristic_name"),
+    (b"op_name", "op_name"),
+    (b"def rank(", "rank()"),
+    (b"def check_precondition(", "check_precondition()"),
 )
 
 
 def not_an_artifact(source: bytes) -> str | None:
     """Why ``source`` does not look like an artifact (Contract 2), or None when it does."""
-    missing = [what for pattern, what in _ARTIFACT_MARKS if not pattern.search(source)]
+    missing = [what for mark, what in _ARTIFACT_MARKS if mark not in source]
     if not missing:
         return None
     return (f"defines no artifact class (Contract 2: a class with heuristic_name, op_name, rank() and "

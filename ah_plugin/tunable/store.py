@@ -207,7 +207,11 @@ class ResultsStore:
         """Merge with the file on disk and write it (the compaction). Returns True when written."""
         with self.lock:
             target = path or self.loaded_from or self.filename()
-            count = F.write_results(target, F.current_validators(), self.entries, self.replaced)
+            # rows read from this very file are not asserted again: the file is their authority (another
+            # process may have replaced one since; writing the old copy back would undo that)
+            own = {key: entry for key, entry in self.entries.items()
+                   if entry.source.rpartition(":")[0] != target}
+            count = F.write_results(target, F.current_validators(), own, self.replaced)
             self.dirty = False
             if target == (self.loaded_from or self.filename()):
                 self.unsaved = 0
