@@ -2,8 +2,8 @@
 
 Artifacts come from two places: the directory the user names (``AH_PLUGIN_ARTIFACT_DIR``) and the
 installed package ``ah_plugin.artifacts`` (from a source tree: ``<repo>/artifacts``). Every ``_*.py``
-file there that looks like an artifact, in a place no other user can write to (``artifact_trust``), is
-executed once per process, by path, on first use; nothing else runs. Artifact code runs through
+file there that looks like an artifact (and, in the user's directory, lies where no other user can
+write: ``artifact_trust``) is executed once per process, by path, on first use; nothing else runs. Artifact code runs through
 ``artifact_guard``: whatever it raises (``SystemExit`` included) or however long it blocks, the user's
 program goes on. A file that fails (refused, a syntax error, an exception, an exit, no artifact class, a
 missing or mistyped attribute) is skipped with one warning naming it, so one broken artifact never
@@ -204,9 +204,10 @@ def _module_name(path: str) -> str:
     return f"ah_plugin._loaded_artifact_{Path(path).stem.strip('_')}_{digest}"
 
 
-def _refusal(path: str) -> str | None:
-    """Why ``path`` is not executed (an unsafe place, not an artifact), or None."""
-    problem = artifact_trust.unsafe_file(path)
+def _refusal(path: str, source: str) -> str | None:
+    """Why ``path`` is not executed (a user's file in an unsafe place, not an artifact), or None. The
+    packaged artifacts are as trusted as the package's own modules, which Python runs from the same place."""
+    problem = artifact_trust.unsafe_file(path) if source == SOURCE_USER else None
     if problem:
         return problem
     try:
@@ -244,7 +245,7 @@ def _execute(path: str, name: str) -> list:
 
 def _load_file(path: str, source: str) -> list[LoadedArtifact]:
     """Execute one artifact file (guarded); return instances of the Contract-2 classes it defines."""
-    refused = _refusal(path)
+    refused = _refusal(path, source)
     if refused:
         _warn_file(path, refused)
         return []
@@ -298,7 +299,7 @@ def load_artifacts(dirs: tuple[tuple[str, str], ...] | None = None) -> tuple[Loa
                 _warned_files.add(directory)  # a mistyped AH_PLUGIN_ARTIFACT_DIR must not do nothing silently
                 warnings.warn(f"ah_plugin: the artifact folder {directory} is not a folder; only the packaged "
                               "artifacts are used", RuntimeWarning, stacklevel=2)
-            if _refused_folder(directory):
+            if source == SOURCE_USER and _refused_folder(directory):
                 continue
             for path in artifact_files(directory):
                 for artifact in _load_file(path, source):

@@ -2,8 +2,9 @@
 user can write to.
 
 An artifact is Python executed with the rights of the user's program, so, as ssh refuses a key file
-others could have changed, the loader refuses a file, its folder, or the folder's ``__pycache__``
-(Python runs the cached bytecode instead of the source) when another user owns it or can write to it.
+others could have changed, the loader refuses a file of the user's artifact folder, the folder, or its
+``__pycache__`` (Python runs the cached bytecode instead of the source) when another user owns it or can
+write to it.
 Owner: you or root. Write bits: none for "other"; for the group only when the group is the owner's own
 (user private groups, ``umask 002``). A file must also look like an artifact (a class with
 ``heuristic_name``, ``op_name``, ``rank`` and ``check_precondition``), so a helper script left in the
@@ -75,8 +76,10 @@ def unsafe(path: str) -> str | None:
     group = mode & stat.S_IWGRP and not _private_group(info.st_gid, info.st_uid)
     if others or group:
         who = "every user" if others else "its group"
+        fix = (f"use a folder only you can write to (chmod go-w {path} if it is yours alone)"
+               if stat.S_ISDIR(info.st_mode) else f"chmod go-w {path}")
         return (f"{path} is writable by {who} (mode {mode:#o}); refused, as ssh refuses such a key "
-                f"(an artifact is code run with your rights): chmod go-w {path}")
+                f"(an artifact is code run with your rights): {fix}")
     return None
 
 

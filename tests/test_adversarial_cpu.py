@@ -36,6 +36,7 @@ import ah_plugin.tunable as tunable
 from ah_plugin.tunable import results_file as F
 from ah_plugin.tunable import settings as TS
 from ah_plugin.tunable.store import store
+from linear_child import PRELUDE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -438,30 +439,19 @@ def test_merge_data_with_no_usable_row_writes_nothing(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # 4. one real run: 8 processes, one results file, one log, a kill -9; then hostile artifacts in use mode
 
-RUN = textwrap.dedent(
+RUN = PRELUDE + textwrap.dedent(
     """
-    import json, os, sys, time, warnings
+    import os, time, warnings
     warnings.simplefilter("always")
-    import torch
-    import torch._inductor.config as ic
     import ah_plugin
-    from ah_plugin import inductor_hooks
     from ah_plugin.tunable import results_file as F
 
     cfg = json.loads(sys.argv[1])
-    ic.freezing = True
-    ic.fx_graph_cache = False  # every process autotunes (and records); C++ builds are still shared
-    ic.autotune_local_cache = False
+    inductor_config.fx_graph_cache = False  # every process autotunes (and records); C++ builds are shared
+    inductor_config.autotune_local_cache = False
 
     def say(*words):
         print(*words, flush=True)
-
-    class Linear(torch.nn.Module):
-        def __init__(self, k, n):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.randn(k, n))
-        def forward(self, x):
-            return x @ self.w
 
     def compile_matches_eager(m, k, n):
         torch._dynamo.reset()
