@@ -3,9 +3,9 @@
 Artifacts come from two places: the directory the user names (``AH_PLUGIN_ARTIFACT_DIR``) and the
 installed package ``ah_plugin.artifacts`` (from a source tree: ``<repo>/artifacts``). Every ``_*.py``
 file there that looks like an artifact (and, in the user's directory, lies where no other user can
-write: ``artifact_trust``) is executed once per process, by path, on first use; nothing else runs. Artifact code runs through
-``artifact_guard``: whatever it raises (``SystemExit`` included) or however long it blocks, the user's
-program goes on. A file that fails (refused, a syntax error, an exception, an exit, no artifact class, a
+write: ``artifact_trust``) is executed once per process, by path, on first use; nothing else runs.
+Artifact code runs through ``artifact_guard``: whatever it raises (``SystemExit`` included) or however
+long it blocks, the user's program goes on. A file that fails (refused, a syntax error, an exception, an exit, no artifact class, a
 missing or mistyped attribute) is skipped with one warning naming it, so one broken artifact never
 breaks a compile; ``LoadedArtifact.rank``/``check_precondition`` raise ``ArtifactError`` naming the
 artifact when a call fails or answers nonsense.
