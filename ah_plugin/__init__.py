@@ -61,7 +61,7 @@ def activate_from_environment() -> None:
     """What the ``torch.backends`` entry point calls when a plugin variable is set."""
     from . import settings
 
-    if not settings.current().active:  # also raises, naming the variable, on a bad value
+    if not settings.current().active:  # a bad value warns and switches off only what it governs
         return
     adapter = sys.modules.get("ah_plugin.inductor")
     if adapter is not None and not hasattr(adapter, "install"):

@@ -2,9 +2,13 @@
 
 Artifacts come from two places: the directory the user names (``AH_PLUGIN_ARTIFACT_DIR``) and the
 installed package ``ah_plugin.artifacts`` (from a source tree: ``<repo>/artifacts``). Every ``_*.py``
-file there is executed once per process, by path, on first use; nothing else runs. A file that fails
-(syntax error, an exception, no artifact class, a missing attribute) is skipped with one warning naming
-it, so one broken artifact never breaks a compile.
+file there that looks like an artifact (and, in the user's directory, lies where no other user can
+write: ``artifact_trust``) is executed once per process, by path, on first use; nothing else runs.
+Artifact code runs through ``artifact_guard``: whatever it raises (``SystemExit`` included) or however
+long it blocks, the user's program goes on. A file that fails (refused, a syntax error, an exception, an exit, no artifact class, a
+missing or mistyped attribute) is skipped with one warning naming it, so one broken artifact never
+breaks a compile; ``LoadedArtifact.rank``/``check_precondition`` raise ``ArtifactError`` naming the
+artifact when a call fails or answers nonsense.
 
 Choosing, for one operation on one device (``select``):
 
@@ -21,12 +25,20 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
+import math
 import os
 import sys
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import artifact_guard, artifact_trust
+from .artifact_guard import ArtifactError
+
+log = logging.getLogger(__name__)
 
 #: where artifacts come from, in order of preference
 SOURCE_USER = "user"
@@ -37,34 +49,81 @@ _REQUIRED_ATTRIBUTES = ("heuristic_name", "op_name", "choices", "rank", "check_p
 
 @dataclass(frozen=True)
 class LoadedArtifact:
-    """One artifact instance and where it came from."""
+    """One artifact instance, where it came from, and its Contract-2 attributes read once at load
+    (plain ``str``/``tuple`` copies: using them runs no artifact code)."""
 
-    heuristic: object = field(compare=False)
+    heuristic: object = field(compare=False, repr=False)
     path: str
     source: str  # SOURCE_USER or SOURCE_PACKAGE
-
-    @property
-    def name(self) -> str:
-        return str(self.heuristic.heuristic_name)
-
-    @property
-    def op_name(self) -> str:
-        return str(self.heuristic.op_name)
-
-    @property
-    def device_names(self) -> tuple:
-        return tuple(getattr(self.heuristic, "device_names", ()) or ())
+    name: str = ""
+    op_name: str = ""
+    device_names: tuple = ()
+    choices: tuple = ()
 
     @property
     def device_specific(self) -> bool:
         return bool(self.device_names)
 
-    @property
-    def choices(self) -> list:
-        return list(self.heuristic.choices)
-
     def describe(self) -> str:
         return f"{self.name} ({self.source}: {self.path})"
+
+    def rank(self, features: dict) -> list[tuple[str, float]]:
+        """The artifact's ranking as plain ``(choice id, score)`` pairs; ``ArtifactError`` naming it when
+        the call fails, exits, hangs, or returns anything else."""
+        return self._call("rank", lambda: _plain_ranking(self.heuristic.rank(dict(features))))
+
+    def check_precondition(self, metadata: dict) -> bool:
+        """``check_precondition(metadata)`` as a plain bool; ``ArtifactError`` naming the artifact."""
+        return self._call("check_precondition", lambda: bool(self.heuristic.check_precondition(dict(metadata))))
+
+    def _call(self, method: str, fn):
+        what = f"artifact {self.describe()}: {method}()"
+        if self.path in _hung:
+            raise ArtifactError(f"{what} is not called: it gave no answer in time before")
+        try:
+            return artifact_guard.run(fn, what, self.path)
+        except artifact_guard.ArtifactTimeout:
+            _hung.add(self.path)  # one wait per artifact: a hung one is not called again
+            raise
+
+
+_hung: set[str] = set()  # artifacts (paths) that gave no answer in time
+
+
+def _plain_ranking(result) -> list[tuple[str, float]]:
+    """``rank()``'s answer checked and copied into plain types (runs on the artifact thread: touching the
+    answer's items may run artifact code)."""
+    if type(result) not in (list, tuple):
+        raise ArtifactError(f"returned {type(result).__name__}, expected a list of (choice id, score) pairs")
+    out = []
+    for index, item in enumerate(result):
+        ok = type(item) in (list, tuple) and len(item) == 2 and type(item[0]) is str
+        ok = ok and type(item[1]) in (int, float) and not math.isnan(item[1])
+        if not ok:
+            raise ArtifactError(f"returned a ranking whose entry {index} is {repr(item)[:80]}, expected "
+                                "(choice id, score): a str and a number")
+        out.append((item[0], float(item[1])))
+    return out
+
+
+def _plain_attributes(instance) -> dict:
+    """The Contract-2 attributes of a fresh artifact instance, checked, as plain values."""
+    values = {}
+    for attr, kind in (("heuristic_name", "name"), ("op_name", "op_name")):
+        value = getattr(instance, attr)
+        if type(value) is not str or not value:
+            raise ArtifactError(f"has {attr} = {repr(value)[:60]}, expected a non-empty str")
+        values[kind] = value
+    for attr in ("choices", "device_names"):
+        value = getattr(instance, attr, ())
+        value = () if value is None else value
+        if type(value) not in (list, tuple) or not all(type(v) is str for v in value):
+            raise ArtifactError(f"has {attr} = {repr(value)[:60]}, expected a list of str")
+        values[attr] = tuple(value)
+    for attr in ("rank", "check_precondition"):
+        if not callable(getattr(instance, attr)):
+            raise ArtifactError(f"has {attr} that is not callable")
+    return values
 
 
 @dataclass(frozen=True)
@@ -107,13 +166,9 @@ def artifact_dirs(user_dir: str | None = None, package: bool = True) -> tuple[tu
 
 
 def _user_dir_from_settings() -> str | None:
-    try:
-        from ah_plugin import settings
+    from ah_plugin import settings
 
-        return settings.current().artifact_dir
-    except Exception:  # a bad unrelated variable must not hide the user's artifacts
-        value = os.environ.get("AH_PLUGIN_ARTIFACT_DIR", "").strip()
-        return value or None
+    return settings.current().artifact_dir
 
 
 # --------------------------------------------------------------------------------------------------
@@ -149,41 +204,77 @@ def _module_name(path: str) -> str:
     return f"ah_plugin._loaded_artifact_{Path(path).stem.strip('_')}_{digest}"
 
 
-def _load_file(path: str, source: str) -> list[LoadedArtifact]:
-    """Execute one artifact file; return instances of the Contract-2 classes it defines."""
-    name = _module_name(path)
+def _refusal(path: str, source: str) -> str | None:
+    """Why ``path`` is not executed (a user's file in an unsafe place, not an artifact), or None. The
+    packaged artifacts are as trusted as the package's own modules, which Python runs from the same place."""
+    problem = artifact_trust.unsafe_file(path) if source == SOURCE_USER else None
+    if problem:
+        return problem
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            _warn_file(path, "not loadable as a Python module")
-            return []
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    except Exception as exc:  # SyntaxError included: a broken file must not break the compile
-        sys.modules.pop(name, None)
-        _warn_file(path, f"{type(exc).__name__}: {exc}")
-        return []
+        with open(path, "rb") as handle:
+            source = handle.read()
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    return artifact_trust.not_an_artifact(source)
+
+
+def _execute(path: str, name: str) -> list:
+    """Run on the artifact thread: execute the file, instantiate its artifact classes. Returns
+    ``[(instance, attributes) or (class name, problem)]``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ArtifactError("is not loadable as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
     found = []
-    problems = []
-    for value in vars(module).values():
-        if not isinstance(value, type) or value.__module__ != name:
-            continue
-        if not hasattr(value, "rank"):
+    for value in list(vars(module).values()):
+        if not isinstance(value, type) or value.__module__ != name or not hasattr(value, "rank"):
             continue
         missing = [attr for attr in _REQUIRED_ATTRIBUTES if not hasattr(value, attr)]
         if missing:
-            problems.append(f"class {value.__name__} lacks {', '.join(missing)}")
+            found.append((value.__name__, f"lacks {', '.join(missing)}"))
             continue
         try:
-            found.append(LoadedArtifact(value(), path, source))
-        except Exception as exc:
-            problems.append(f"class {value.__name__} raised {type(exc).__name__}: {exc}")
+            instance = value()
+            found.append((instance, _plain_attributes(instance)))
+        except BaseException as exc:  # noqa: B036 - on the artifact thread, where even an exit is contained
+            found.append((value.__name__, artifact_guard.describe(exc, path)))
+    return found
+
+
+def _load_file(path: str, source: str) -> list[LoadedArtifact]:
+    """Execute one artifact file (guarded); return instances of the Contract-2 classes it defines."""
+    refused = _refusal(path, source)
+    if refused:
+        _warn_file(path, refused)
+        return []
+    name = _module_name(path)
+    start = time.perf_counter()
+    try:
+        results = artifact_guard.run(lambda: _execute(path, name), "executing it", path, importing=True)
+    except ArtifactError as exc:  # SyntaxError, an exception, an exit, a hang: never the compile's problem
+        sys.modules.pop(name, None)
+        _warn_file(path, str(exc))
+        return []
+    log.debug("loaded %s in %.1f ms", path, 1000 * (time.perf_counter() - start))
+    found = [LoadedArtifact(item, path, source, **attrs) for item, attrs in results if isinstance(attrs, dict)]
+    problems = [f"class {item}: {attrs}" for item, attrs in results if not isinstance(attrs, dict)]
     if problems:
         _warn_file(path, "; ".join(problems))
     elif not found:
         _warn_file(path, "defines no artifact class (Contract 2: heuristic_name, op_name, rank, ...)")
     return found
+
+
+def _refused_folder(directory: str) -> bool:
+    """True (warned once) when the folder itself may not hold code."""
+    problem = artifact_trust.unsafe_folder(directory)
+    if problem and artifact_files(directory) and directory not in _warned_files:
+        _warned_files.add(directory)
+        warnings.warn(f"ah_plugin: skipping every artifact in {directory}: {problem}", RuntimeWarning,
+                      stacklevel=3)
+    return bool(problem)
 
 
 def load_artifacts(dirs: tuple[tuple[str, str], ...] | None = None) -> tuple[LoadedArtifact, ...]:
@@ -204,6 +295,12 @@ def load_artifacts(dirs: tuple[tuple[str, str], ...] | None = None) -> tuple[Loa
         names_seen: set[str] = set()
         for source, directory in dirs:
             from_this_dir = []
+            if source == SOURCE_USER and not os.path.isdir(directory) and directory not in _warned_files:
+                _warned_files.add(directory)  # a mistyped AH_PLUGIN_ARTIFACT_DIR must not do nothing silently
+                warnings.warn(f"ah_plugin: the artifact folder {directory} is not a folder; only the packaged "
+                              "artifacts are used", RuntimeWarning, stacklevel=2)
+            if source == SOURCE_USER and _refused_folder(directory):
+                continue
             for path in artifact_files(directory):
                 for artifact in _load_file(path, source):
                     if artifact.name not in names_seen:  # else hidden by a user artifact of that name
@@ -220,6 +317,7 @@ def clear_cache() -> None:
     with _lock:
         _loaded.clear()
         _warned_files.clear()
+        _hung.clear()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -246,10 +344,10 @@ def candidates_for(
             rejected.append(Rejection(artifact.describe(), f"for devices {list(artifact.device_names)}"))
             continue
         try:
-            fits = bool(artifact.heuristic.check_precondition(meta))
-        except Exception as exc:
-            _warn_file(artifact.path, f"check_precondition raised {type(exc).__name__}: {exc}")
-            rejected.append(Rejection(artifact.describe(), f"check_precondition raised {exc!r}"))
+            fits = artifact.check_precondition(meta)
+        except ArtifactError as exc:
+            _warn_file(artifact.path, str(exc))
+            rejected.append(Rejection(artifact.describe(), str(exc)))
             continue
         if not fits:
             rejected.append(Rejection(artifact.describe(), "precondition false for this device"))
@@ -266,6 +364,7 @@ def select(op_name: str, metadata: dict, dirs=None) -> LoadedArtifact | None:
 
 
 __all__ = [
+    "ArtifactError",
     "LoadedArtifact",
     "Rejection",
     "SOURCE_USER",

@@ -4,7 +4,9 @@ Unlike torch's built-in collector, which drops a whole input when one candidate 
 choice that failed or was not timed is left out of the log and counted (``stats``); the input's other
 rows are written. Rows go through ``log_format.append_rows`` (one locked write per autotuning, so
 processes sharing a log never interleave; a log holding other metadata makes the rows go to a sibling
-file, with a warning).
+file, with a warning). A log that cannot be written (a folder, a read-only place, a full disk) is said
+once per path, naming the path, the cause and that those rows are lost (counted in ``rows_lost``); each
+later autotuning tries again, so rows are written again once the path can be.
 
 Where rows go: ``TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH`` (``log_path``) when set, as upstream: one file
 for every collected op (a ``{op}`` in the path is replaced by the op name, our extension); else
@@ -13,10 +15,15 @@ upstream's default ``<inductor cache dir>/autoheuristic/<device name>/<op>.txt``
 
 from __future__ import annotations
 
+import logging
+import warnings
 from dataclasses import dataclass, field
 
 from . import features, log_format, settings
 from .policy import AutotuneRequest
+from .verbose_output import say
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -28,6 +35,7 @@ class CollectStats:
     untimed: int = 0
     inputs_without_timings: int = 0
     inputs_mixed_timing: int = 0  # left out: candidates timed by two methods (replay and per call)
+    rows_lost: int = 0  # rows that could not be written (their path was named in a warning)
     files: set = field(default_factory=set)
 
 
@@ -42,6 +50,7 @@ class CollectorPolicy:
         self._ops = None if ops is None else frozenset(ops)
         self._log_path = log_path
         self.stats = CollectStats()
+        self._failed_paths: set = set()
 
     @property
     def op_names(self) -> frozenset:
@@ -81,16 +90,24 @@ class CollectorPolicy:
         rows = self.rows_for(request, timings)
         meta = features.log_metadata(request.metadata)
         columns = log_format.header_columns(meta, request.features)  # torch's collector's column order
-        written = log_format.append_rows(self.path_for(request), meta, rows, columns)
+        path = self.path_for(request)
+        try:
+            written = log_format.append_rows(path, meta, rows, columns)
+        except OSError as error:
+            self.stats.rows_lost += len(rows)
+            if path not in self._failed_paths:
+                self._failed_paths.add(path)
+                warnings.warn("ah_plugin: collect log " + log_format.write_failure(
+                    path, error, f"these {len(rows)} rows ({request.op_name}) are lost, and so are later rows "
+                    "while it stays so (counted in ah_plugin.status()['collect_stats'].rows_lost)"),
+                    RuntimeWarning, stacklevel=2)
+            return
         self.stats.inputs += 1
         self.stats.rows += len(rows)
         self.stats.files.add(written)
         if settings.current().verbose:
-            import sys
-
             left_out = f"; {len(untimed)} untimed left out ({', '.join(untimed)})" if untimed else ""
-            print(f"[ah_plugin] collect {request.op_name}: {len(rows)} rows -> {written}{left_out}",
-                  file=sys.stderr)
+            say(log, f"[ah_plugin] collect {request.op_name}: {len(rows)} rows -> {written}{left_out}")
 
 
 _default: CollectorPolicy | None = None

@@ -152,6 +152,16 @@ def format_row(metadata: dict, features: dict, choice: str, feedback: float) -> 
 
 # --- locked appends -------------------------------------------------------------------------------
 
+
+def write_failure(path, error: OSError, lost: str) -> str:
+    """``PATH: cannot write (Type: cause[, at OTHER]); LOST``: a failed write named by its path and cause
+    (an OSError's repr carries neither), and what it costs."""
+    path = os.fspath(path)
+    cause = error.strerror or str(error) or "no reason given"
+    other = os.fspath(error.filename) if error.filename is not None else None
+    where = f", at {other}" if other and other != path else ""
+    return f"{path}: cannot write ({type(error).__name__}: {cause}{where}); {lost}"
+
 _warned_siblings: set[tuple[str, str]] = set()
 
 

@@ -20,8 +20,13 @@ device borrows the mm artifact that fits: it ranks the mm view of the input, and
 stands for today's aten choices (``extern_addmm``, ``extern_bias_addmm``). An addmm artifact that fits
 always wins over borrowing.
 
-When it cannot help (no artifact fits, the artifact raises, or it ranks none of today's choices) it
-returns None, so Inductor autotunes its default choices, and says so once per operation and reason.
+When it cannot help (no artifact fits, the artifact fails, or it ranks none of today's choices) it
+returns None, so Inductor autotunes its default choices, and says so once per operation and reason,
+naming the artifact. Artifact code is only ever called through ``LoadedArtifact.rank`` and
+``check_precondition`` (``artifact_guard``): an artifact that raises, exits, hangs or returns
+nonsense costs its pruning, never the compile. A bad value of ``AH_PLUGIN_TOP_K``,
+``AH_PLUGIN_TOP_K_MASS`` or ``AH_PLUGIN_MIN_CHOICES`` switches the policy off (``UseOptions.enabled``),
+warned once by ``settings``.
 
 Stale artifacts: choices the artifact ranks that Inductor no longer offers, and choices Inductor offers
 that the artifact has never seen, are gathered per (artifact, op) in ``stale_report()`` and logged once
@@ -36,13 +41,13 @@ setting it switches adaptive k on, with ``AH_PLUGIN_TOP_K`` as the cap), ``AH_PL
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
 from dataclasses import dataclass, field
 
 from ah_plugin import artifact_loader, features
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
+from ah_plugin.verbose_output import say
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +77,7 @@ class UseOptions:
     min_choices: int = DEFAULT_MIN_CHOICES  # never keep fewer (when that many exist); 1 may skip benchmarking
     keep_aten: bool = True  # always keep the aten choice(s) besides the top k
     verbose: bool = False
+    enabled: bool = True  # False: a variable above held a bad value; no opinion at all
 
     def __post_init__(self):
         if self.top_k < 1:
@@ -86,7 +92,7 @@ class UseOptions:
         k = f"adaptive:{self.mass}:{self.top_k}" if self.adaptive else str(self.top_k)
         if self.fast:
             k = f"fast:{self.confidence}"
-        return f"k={k};min={self.min_choices};aten={int(self.keep_aten)}"
+        return f"k={k};min={self.min_choices};aten={int(self.keep_aten)};on={int(self.enabled)}"
 
     @classmethod
     def from_environment(cls, environ=None, **explicit) -> "UseOptions":
@@ -105,6 +111,9 @@ class UseOptions:
             "keep_aten": current.keep_aten,
             "verbose": current.verbose,
         }
+        # a bad ranking variable switches the policy off, unless an explicit argument replaces it
+        field_of = settings.RANKING_VARIABLES
+        values["enabled"] = not any(explicit.get(field_of[name]) is None for name in current.ranking_off)
         if explicit.get("top_k") == ADAPTIVE:
             explicit = dict(explicit, top_k=None, adaptive=True, fast=False)
         elif explicit.get("top_k") == FAST:
@@ -268,7 +277,7 @@ class RankingPolicy:
     # -- ChoicePolicy -------------------------------------------------------------------------------
 
     def select(self, request: AutotuneRequest) -> list[str] | None:
-        if self.ops is not None and request.op_name not in self.ops:
+        if not self.options.enabled or (self.ops is not None and request.op_name not in self.ops):
             return None
         keep = self._ranked(request)
         if keep is None and self.options.fast:
@@ -291,16 +300,13 @@ class RankingPolicy:
                 return None
             feats = view[0]
         try:
-            ranking = artifact.heuristic.rank(dict(feats))
-            if borrowed:
-                ranking = borrowed_ranking(ranking, request.candidates)
-        except Exception as exc:
-            self._fallback(
-                request.op_name,
-                f"artifact {artifact.name} raised",
-                f"{artifact.path}: {type(exc).__name__}: {exc}",
-            )
+            ranking = artifact.rank(feats)
+        except artifact_loader.ArtifactError as exc:
+            self._fallback(request.op_name, str(exc), f"features: {dict(feats)}",
+                           key=f"artifact {artifact.path} failed")
             return None
+        if borrowed:
+            ranking = borrowed_ranking(ranking, request.candidates)
         self._note_stale(artifact, request, ranking)
         today = set(request.candidates)
         if not any(choice in today for choice, _ in ranking):
@@ -389,8 +395,9 @@ class RankingPolicy:
                 f"{sorted(report.unseen)[:5]} (ranking.stale_report() lists all)"
             )
 
-    def _fallback(self, op_name: str, reason: str, details: str) -> None:
-        key = ("fallback", op_name, reason)
+    def _fallback(self, op_name: str, reason: str, details: str, key: str | None = None) -> None:
+        """Warn once per (op, ``key`` or ``reason``) that Inductor's default choices are used."""
+        key = ("fallback", op_name, key or reason)
         if key in self._said:
             return
         self._said.add(key)
@@ -404,11 +411,7 @@ class RankingPolicy:
 
 
 def _say(message: str) -> None:
-    """Verbose output: to the logger when the application configured one, else to stderr."""
-    if log.isEnabledFor(logging.INFO) and logging.getLogger().handlers:
-        log.info(message)
-    else:
-        print(message, file=sys.stderr)
+    say(log, message)
 
 
 # One policy per process for the hook (stale reports live in it).

@@ -6,19 +6,18 @@ policy goes through ``call_policy``, which contains whatever the policy raises (
 artifact code included; only a user's ``KeyboardInterrupt`` passes), warns once and lets the
 autotuning go on as if that policy had no opinion.
 
-Messages: one ``logging`` logger per package (``ah_plugin`` here). ``AH_PLUGIN_VERBOSE=1`` attaches a
-stderr handler at INFO to it; ``warn_once`` is for the few user-facing warnings that must be seen even
-without it, once per process.
+Messages: verbose ones go through ``verbose_output.say`` on this package's logger (``AH_PLUGIN_VERBOSE=1``);
+``warn_once`` is for the few user-facing warnings that must be seen even without it, once per process.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import warnings
 
 from . import settings
+from .verbose_output import say
 
 log = logging.getLogger("ah_plugin")
 
@@ -42,14 +41,6 @@ def warn_once(key, message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-class _VerboseHandler(logging.StreamHandler):
-    """The stderr handler ``AH_PLUGIN_VERBOSE`` switches on (one per process, recognisable by type)."""
-
-    def __init__(self):
-        super().__init__(sys.stderr)
-        self.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
-
-
 def _verbose_enabled() -> bool:
     try:
         return settings.current().verbose
@@ -57,23 +48,10 @@ def _verbose_enabled() -> bool:
         return False
 
 
-def sync_verbose_handler() -> None:
-    """Attach (or detach) the stderr handler of ``AH_PLUGIN_VERBOSE`` on the ``ah_plugin`` logger."""
-    handlers = [h for h in log.handlers if isinstance(h, _VerboseHandler)]
-    if _verbose_enabled():
-        if not handlers:
-            log.addHandler(_VerboseHandler())
-        if log.level == logging.NOTSET or log.level > logging.INFO:
-            log.setLevel(logging.INFO)
-    else:
-        for handler in handlers:
-            log.removeHandler(handler)
-
-
 def verbose(message: str) -> None:
-    """An INFO message of the ``ah_plugin`` logger (shown on stderr with ``AH_PLUGIN_VERBOSE=1``)."""
-    if log.isEnabledFor(logging.INFO):
-        log.info(message)
+    """A verbose message (``AH_PLUGIN_VERBOSE=1``) on the plugin's one channel (``verbose_output.say``)."""
+    if _verbose_enabled():
+        say(log, f"[ah_plugin] {message}")
 
 
 def policy_name(policy) -> str:
@@ -91,8 +69,9 @@ def call_policy(policy, method: str, *args):
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: B036 - artifact code may raise SystemExit; see the docstring
+        # the type and the message, not repr(): an OSError's repr leaves out the path it failed on
         warn_once((method, policy_name(policy)),
-                  f"ah_plugin: policy {policy_name(policy)}.{method} raised {exc!r}; ignoring it")
+                  f"ah_plugin: policy {policy_name(policy)}.{method} raised {type(exc).__name__}: {exc}; ignoring it")
         return FAILED
 
 

@@ -1,8 +1,16 @@
 """Every switch of the plugin, in one place: the environment variable and its Python-API twin.
 
-Rule (written once, here and in docs/plugin.md): **a variable that is set in the environment wins over
-the value given to ``ah_plugin.install(...)``/``enabled(...)``; an unset (or empty) variable leaves the
-API value, and with neither the default applies.**
+Rules (written once, here and in docs/plugin.md):
+
+- **a variable that is set in the environment wins over the value given to
+  ``ah_plugin.install(...)``/``enabled(...)``; an unset (or empty) variable leaves the API value, and
+  with neither the default applies;**
+- **a bad value of a variable warns once (naming the variable, the value and what is expected) and
+  disables only what that variable governs** (``env_values``): a bad ``AH_PLUGIN_TOP_K``,
+  ``AH_PLUGIN_TOP_K_MASS`` or ``AH_PLUGIN_MIN_CHOICES`` turns the USE ranking off (a guessed k could
+  prune the wrong choices), unknown operation names are dropped (the known ones are listed), any other
+  bad variable is ignored (its unset value applies). Collection and the results cache go on.
+  ``current()`` never raises; the API twins raise ``ValueError`` at the call.
 
 Standard library only: ``_autoload`` calls ``env_requests_plugin`` on every ``import torch``.
 """
@@ -10,14 +18,17 @@ Standard library only: ``_autoload`` calls ``env_requests_plugin`` on every ``im
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, fields, replace
+
+from .env_values import BadValue, parse_bool, parse_fraction, parse_int, warn_bad
 
 # Upstream variables (same meaning as torch's built-in AutoHeuristic: comma-separated op names).
 ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
 ENV_USE = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"  # "DEFAULT" or unset: per-device file
 # Ours.
-ENV_TOP_K = "AH_PLUGIN_TOP_K"  # an integer, or "adaptive"
+ENV_TOP_K = "AH_PLUGIN_TOP_K"  # "fast" (the default), an integer, or "adaptive"
 ENV_TOP_K_MASS = "AH_PLUGIN_TOP_K_MASS"  # adaptive k's probability threshold; setting it means adaptive
 ENV_MIN_CHOICES = "AH_PLUGIN_MIN_CHOICES"  # the USE policy never keeps fewer (when that many exist)
 ENV_KEEP_ATEN = "AH_PLUGIN_KEEP_ATEN"  # always keep the aten choice besides the top k
@@ -40,13 +51,30 @@ BUILTIN_ONLY_OPS = frozenset({"pad_mm", "mixed_mm"})
 SEARCH_SPACES = ("default", "wide")
 ADAPTIVE = "adaptive"
 FAST = "fast"
-TIMINGS = {"replay": "cudagraph_replay", "cudagraph_replay": "cudagraph_replay", "per_call": None}
+METHOD_REPLAY = "cudagraph_replay"  # replay_timing.METHOD_REPLAY (not imported: this module stays import-free)
+TIMINGS = {"replay": METHOD_REPLAY, METHOD_REPLAY: METHOD_REPLAY, "per_call": None}
 # On the CPU, Inductor autotunes a GEMM only as packed_linear (a constant weight under freezing): asking
 # for mm covers it, so COLLECT=mm / USE=mm do on the CPU what they do on a GPU. In use mode mm also covers
 # the other GEMMs of a model (linear layers with a bias, batched products): a user asking for faster GEMM
 # compiles means all of them; collection keeps upstream's meaning (mm rows only).
 COLLECT_ALIASES = {"mm": ("packed_linear",)}
 USE_ALIASES = {"mm": ("addmm", "bmm", "baddbmm", "packed_linear")}
+
+# Inductor's autotuning names (``autotune_select_algorithm(name, ...)``) in the torch versions this plugin
+# supports; a custom op autotuned with ``torch.library`` is named ``<op>_autotuned``. A name outside these
+# is a typo (``USE=mm;addmm``): refused, so that a variable never silently does nothing.
+KNOWN_OPS = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "int_mm", "scaled_mm", "mm_plus_mm", "sparse_semi_structured_mm",
+    "_weight_int8pack_mm", "_weight_int4pack_mm_for_cpu", "grouped_mm", "scaled_grouped_mm", "b2b_gemm",
+    "packed_linear", "linear_unary", "linear_binary", "qlinear_unary", "qlinear_binary", "grouped_gemm",
+    "convolution", "convolution_bwd_input", "convolution_bwd_weight",
+    "flex_attention", "flex_attention_backward", "flex_decoding",
+    "flex_flash_attention", "flex_flash_attention_backward",
+})
+_CUSTOM_OP = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*_autotuned")
+# The variables whose bad value turns the USE ranking off, and the UseOptions field each one sets.
+RANKING_VARIABLES = {ENV_TOP_K: "top_k", ENV_TOP_K_MASS: "mass", ENV_MIN_CHOICES: "min_choices",
+                     ENV_CONFIDENCE: "confidence"}
 
 
 def env_requests_plugin(environ=None) -> bool:
@@ -81,7 +109,8 @@ class Settings:
     search_space: str = "wide"  # "wide": add filtered exhaustive configs (GPU Triton mm only)
     search_sample: int = 20  # extra configs benchmarked per input in collect mode
     tunable: bool = False  # any AH_TUNABLE_* variable set (the cache decides what it means)
-    timing: str | None = "cudagraph_replay"  # how candidates are timed on CUDA (None: Inductor's per-call events)
+    ranking_off: tuple = ()  # variables of RANKING_VARIABLES holding a bad value: the USE ranking is off
+    timing: str | None = METHOD_REPLAY  # how candidates are timed on CUDA (None: Inductor's per-call events)
     aten_margin: float = 0.02  # a template replaces aten only when faster by more than this fraction
     confidence: float = 0.8  # fast mode keeps a lone template when its ranking share reaches this
 
@@ -106,6 +135,7 @@ class Settings:
 
 
 def _ops(text) -> frozenset:
+    """The op names of a comma-separated variable or an API list, without the built-in-only ones."""
     if text is None:
         return frozenset()
     if isinstance(text, str):
@@ -121,80 +151,115 @@ def with_aliases(ops, aliases) -> frozenset:
     return frozenset(ops) | frozenset(alias for name in ops for alias in aliases.get(name, ()))
 
 
-def _int(name: str, text: str, minimum: int) -> int:
+def is_known_op(name: str) -> bool:
+    return name in KNOWN_OPS or name in BUILTIN_ONLY_OPS or bool(_CUSTOM_OP.fullmatch(name))
+
+
+def unknown_ops_message(names) -> str:
+    """What is wrong with ``names`` (unknown operations) and what is known."""
+    hint = "; separate operations with commas" if any(re.search(r"[;:\s|]", n) for n in names) else ""
+    return (f"a comma-separated list of known operations ({', '.join(sorted(KNOWN_OPS))}, or a custom op's "
+            f"'<name>_autotuned'){hint}")
+
+
+def _known_ops(name: str, text: str) -> frozenset:
+    """``_ops`` of a variable; unknown names are dropped with one warning that lists the known ones."""
+    ops = _ops(text)
+    unknown = sorted(op for op in ops if not is_known_op(op))
+    if unknown:
+        kept = sorted(ops.difference(unknown))
+        warn_bad(name, text, unknown_ops_message(unknown),
+                 f"{', '.join(map(repr, unknown))} ignored; "
+                 + (f"acting on {', '.join(kept)}" if kept else f"{name} does nothing"))
+    return ops.difference(unknown)
+
+
+_RANKING_OFF = "the USE ranking is off (Inductor benchmarks all its choices); collection and the results cache go on"
+
+
+def _top_k(text: str):
+    if text.lower() in (ADAPTIVE, FAST):
+        return text.lower()
     try:
-        value = int(text)
+        return parse_int(text, 1)
+    except BadValue:
+        raise BadValue("'fast', an integer >= 1 or 'adaptive'") from None
+
+
+def _timing(text: str):
+    if text.lower() not in TIMINGS:
+        raise BadValue("replay or per_call")
+    return TIMINGS[text.lower()]
+
+
+def _margin(text: str) -> float:
+    try:
+        value = float(text.strip())
     except ValueError:
-        raise ValueError(f"{name}={text!r}: expected an integer") from None
-    if value < minimum:
-        raise ValueError(f"{name}={text!r}: must be >= {minimum}")
+        raise BadValue("a number in [0, 1]") from None
+    if not 0.0 <= value <= 1.0:
+        raise BadValue("a number in [0, 1]")
     return value
 
 
-def _mass(name: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r}: expected a number in (0, 1]") from None
-    if not 0.0 < value <= 1.0:
-        raise ValueError(f"{name}={text!r}: must be in (0, 1]")
-    return value
+def _search_space(text: str) -> str:
+    if text.lower() not in SEARCH_SPACES:
+        raise BadValue(f"one of {', '.join(SEARCH_SPACES)}")
+    return text.lower()
 
 
-def _fraction(name: str, text: str, upper: float) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r}: expected a number in [0, {upper:g}]") from None
-    if not 0.0 <= value <= upper:
-        raise ValueError(f"{name}={text!r}: must be in [0, {upper:g}]")
-    return value
+# variable -> (Settings field, parser); a bad value of the first three turns the USE ranking off
+_PARSED = {
+    ENV_TOP_K: ("top_k", _top_k),
+    ENV_TOP_K_MASS: ("top_k_mass", parse_fraction),
+    ENV_MIN_CHOICES: ("min_choices", lambda text: parse_int(text, 1)),
+    ENV_KEEP_ATEN: ("keep_aten", parse_bool),
+    ENV_VERBOSE: ("verbose", parse_bool),
+    ENV_SEARCH_SPACE: ("search_space", _search_space),
+    ENV_SEARCH_SAMPLE: ("search_sample", parse_int),
+    ENV_CONFIDENCE: ("confidence", parse_fraction),
+    ENV_TIMING: ("timing", _timing),
+    ENV_ATEN_MARGIN: ("aten_margin", _margin),
+}
 
 
 def _from_env(env) -> dict:
-    """Fields set by the environment (only those present and non-empty)."""
+    """Fields set by the environment (only those present and non-empty); bad values warned once."""
     out: dict = {}
     if env.get(ENV_COLLECT, "").strip():
-        out["collect"] = _ops(env[ENV_COLLECT])
+        out["collect"] = _known_ops(ENV_COLLECT, env[ENV_COLLECT])
     if env.get(ENV_USE, "").strip():
-        out["use"] = _ops(env[ENV_USE])
+        out["use"] = _known_ops(ENV_USE, env[ENV_USE])
     path = env.get(ENV_LOG_PATH, "").strip()
     if path:
         out["log_path"] = None if path == "DEFAULT" else path
-    top_k = env.get(ENV_TOP_K, "").strip()
-    if top_k.lower() == ADAPTIVE:
-        out["adaptive"], out["fast"] = True, False
-    elif top_k.lower() == FAST:
-        out["fast"], out["adaptive"] = True, False
-    elif top_k:
-        out["top_k"], out["fast"] = _int(ENV_TOP_K, top_k, 1), False
-    if env.get(ENV_TOP_K_MASS, "").strip():
-        out["top_k_mass"] = _mass(ENV_TOP_K_MASS, env[ENV_TOP_K_MASS].strip())
-        out["adaptive"], out["fast"] = True, False
-    timing = env.get(ENV_TIMING, "").strip().lower()
-    if timing:
-        if timing not in TIMINGS:
-            raise ValueError(f"{ENV_TIMING}={timing!r}: expected replay or per_call")
-        out["timing"] = TIMINGS[timing]
-    if env.get(ENV_ATEN_MARGIN, "").strip():
-        out["aten_margin"] = _fraction(ENV_ATEN_MARGIN, env[ENV_ATEN_MARGIN].strip(), upper=1.0)
-    if env.get(ENV_CONFIDENCE, "").strip():
-        out["confidence"] = _mass(ENV_CONFIDENCE, env[ENV_CONFIDENCE].strip())
-    if env.get(ENV_MIN_CHOICES, "").strip():
-        out["min_choices"] = _int(ENV_MIN_CHOICES, env[ENV_MIN_CHOICES].strip(), 1)
-    if env.get(ENV_KEEP_ATEN, "").strip():
-        out["keep_aten"] = env[ENV_KEEP_ATEN].strip().lower() not in _FALSE_WORDS
     if env.get(ENV_ARTIFACT_DIR, "").strip():
         out["artifact_dir"] = env[ENV_ARTIFACT_DIR].strip()
-    if env.get(ENV_VERBOSE, "").strip():
-        out["verbose"] = env[ENV_VERBOSE].strip().lower() not in _FALSE_WORDS
-    if env.get(ENV_SEARCH_SPACE, "").strip():
-        space = env[ENV_SEARCH_SPACE].strip().lower()
-        if space not in SEARCH_SPACES:
-            raise ValueError(f"{ENV_SEARCH_SPACE}={space!r}: expected one of {SEARCH_SPACES}")
-        out["search_space"] = space
-    if env.get(ENV_SEARCH_SAMPLE, "").strip():
-        out["search_sample"] = _int(ENV_SEARCH_SAMPLE, env[ENV_SEARCH_SAMPLE].strip(), 0)
+    ranking_off = []
+    for name, (key, parse) in _PARSED.items():
+        text = env.get(name, "").strip()
+        if not text:
+            continue
+        try:
+            value = parse(text)
+        except BadValue as bad:
+            if name in RANKING_VARIABLES:
+                ranking_off.append(name)
+                warn_bad(name, text, bad.expected, _RANKING_OFF)
+            else:
+                unset = _api_values.get(key, getattr(Settings(), key))
+                warn_bad(name, text, bad.expected, f"ignored: {unset!r} applies (its value when unset)")
+            continue
+        if value in (ADAPTIVE, FAST):
+            out["adaptive"], out["fast"] = value == ADAPTIVE, value == FAST
+            continue
+        out[key] = value
+        if key == "top_k":
+            out["fast"] = False
+        if key == "top_k_mass":
+            out["adaptive"], out["fast"] = True, False  # a threshold means adaptive k
+    if ranking_off:
+        out["ranking_off"] = tuple(ranking_off)
     if any(k.startswith(TUNABLE_PREFIX) and v.strip().lower() not in _FALSE_WORDS for k, v in env.items()):
         out["tunable"] = True
     return out
@@ -204,7 +269,9 @@ _api_values: dict = {}
 
 
 def _normalise_api(values: dict) -> dict:
-    names = {f.name for f in fields(Settings)}
+    """The API layer, checked: a bad argument raises ValueError naming it (the variables' rule is for
+    values a program cannot see; an argument is seen at the call)."""
+    names = {f.name for f in fields(Settings)} - {"ranking_off", "tunable"}
     out = {}
     for key, value in values.items():
         if key not in names:
@@ -216,23 +283,27 @@ def _normalise_api(values: dict) -> dict:
             continue
         if key == "top_k":
             out["fast"] = False
-        if key == "timing":
-            if value not in TIMINGS:
-                raise ValueError(f"timing={value!r}: expected replay or per_call")
-            value = TIMINGS[value]
-        if key == "aten_margin":
-            value = _fraction(key, str(value), upper=1.0)
-        if key == "confidence":
-            value = _mass(key, str(value))
-        if key in ("collect", "use"):
-            value = _ops(value)
-        elif key == "top_k_mass":
-            value = _mass(key, str(value))
-            out["adaptive"], out["fast"] = True, False  # as the variable: a threshold means adaptive k
-        elif key == "search_space" and value not in SEARCH_SPACES:
-            raise ValueError(f"search_space={value!r}: expected one of {SEARCH_SPACES}")
-        elif key in ("top_k", "min_choices") and int(value) < 1:
-            raise ValueError(f"{key}={value!r}: must be >= 1")
+        try:
+            if key in ("collect", "use"):
+                value = _ops(value)
+                unknown = sorted(op for op in value if not is_known_op(op))
+                if unknown:
+                    raise BadValue(unknown_ops_message(unknown))
+            elif key == "top_k_mass":
+                value = parse_fraction(str(value))
+                out["adaptive"], out["fast"] = True, False  # as the variable: a threshold means adaptive k
+            elif key == "confidence":
+                value = parse_fraction(str(value))
+            elif key == "timing":
+                value = _timing(str(value))
+            elif key == "aten_margin":
+                value = _margin(str(value))
+            elif key == "search_space":
+                value = _search_space(str(value))
+            elif key in ("top_k", "min_choices"):
+                value = parse_int(str(value), 1)
+        except BadValue as bad:
+            raise ValueError(f"{key}={values[key]!r}: expected {bad.expected}") from None
         out[key] = value
     return out
 
@@ -262,10 +333,10 @@ def describe(settings: Settings) -> str:
     return (
         f"collect={','.join(sorted(settings.collect))};use={','.join(sorted(settings.use))};"
         f"top_k={settings.top_k};fast={settings.fast}:{settings.confidence};"
-        f"adaptive={settings.adaptive}:{settings.top_k_mass};"
-        f"timing={settings.timing};margin={settings.aten_margin};"
+        f"adaptive={settings.adaptive}:{settings.top_k_mass};timing={settings.timing};margin={settings.aten_margin};"
         f"min={settings.min_choices};aten={settings.keep_aten};artifact_dir={settings.artifact_dir};"
-        f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable}"
+        f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable};"
+        f"ranking_off={','.join(settings.ranking_off)}"
     )
 
 
@@ -286,7 +357,10 @@ __all__ = [
     "ENV_ATEN_MARGIN",
     "ENV_CONFIDENCE",
     "TUNABLE_PREFIX",
+    "KNOWN_OPS",
+    "RANKING_VARIABLES",
     "Settings",
+    "is_known_op",
     "env_requests_plugin",
     "set_api_values",
     "api_values",

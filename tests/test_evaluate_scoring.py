@@ -211,7 +211,7 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     assert mode_environment("ours_k1", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "1"
     alone = mode_environment("ours_top1", str(tmp_path), base_env={"AH_PLUGIN_KEEP_ATEN": "1"})[0]
     assert (alone["AH_PLUGIN_TOP_K"], alone["AH_PLUGIN_KEEP_ATEN"], alone["AH_PLUGIN_MIN_CHOICES"]) == ("1", "0", "1")
-    assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm,addmm"  # linear layers lower to addmm
+    assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm,convolution"  # mm covers addmm (linear layers)
     assert env["TRITON_CACHE_DIR"] != mode_environment("default", str(tmp_path), base_env={})[0]["TRITON_CACHE_DIR"]
 
 
@@ -280,7 +280,7 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     assert rc == 0
     rows = {r["mode"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert set(rows) == {"off", "fast"}
-    assert rows["fast"]["plugin"] == {"installed": True, "use": ["addmm", "mm"], "top_k": "fast"}
+    assert rows["fast"]["plugin"] == {"installed": True, "use": ["convolution", "mm"], "top_k": "fast"}
     assert rows["off"]["plugin"]["use"] == []
     assert all(r["compile_seconds"] > 0 and r["step_ms"] > 0 and r["rep"] == 0 for r in rows.values())
     table = (out / "e2e.md").read_text()

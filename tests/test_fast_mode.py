@@ -83,11 +83,20 @@ def _pad_request(op="pad_mm", m=4097, k=511, n=4097):
 
 def test_results_cache_records_a_padding_decision_and_answers_it(tunable_env):
     import ah_plugin.tunable as tunable
-    from ah_plugin.tunable import results_file
-    from ah_plugin.tunable.store import store
 
     tunable.enable(True)
     tunable.tuning_enable(True)
+    try:
+        _record_and_answer_padding(tunable)
+    finally:  # the API switches are process-wide: later tests start from the defaults
+        tunable.enable(False)
+        tunable.tuning_enable(True)
+
+
+def _record_and_answer_padding(tunable):
+    from ah_plugin.tunable import results_file
+    from ah_plugin.tunable.store import store
+
     policy = tunable.policy()
     assert policy.padding_decision(_pad_request()) is None  # nothing recorded yet: Inductor decides
     policy.on_padding_decision(_pad_request(), True, 0.048)

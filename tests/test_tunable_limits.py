@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = PRELUDE + textwrap.dedent(
     """
-    import functools, time
+    import functools, os, time
     from torch._inductor.runtime.benchmarking import benchmarker
 
     inductor_config.fx_graph_cache = False
@@ -48,8 +48,10 @@ SCRIPT = PRELUDE + textwrap.dedent(
 
     from ah_plugin.tunable.store import store
     for label, (m, k, n), enabled, duration, iterations in json.loads(sys.argv[1]):
-        if label != "hit":
-            store().clear()  # a miss, on the same shape (its C++ code is compiled once for all cases)
+        if label != "hit":  # a miss, on the same shape (its C++ code is compiled once for all cases):
+            store().clear()  # nothing in memory, and nothing in the file (each winner is written at once)
+            if os.path.exists(tunable.get_filename()):
+                os.remove(tunable.get_filename())
         tunable.enable(enabled)
         tunable.set_max_tuning_duration(duration)
         tunable.set_max_tuning_iterations(iterations)

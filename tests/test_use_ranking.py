@@ -97,9 +97,11 @@ def test_default_is_fast_mode_and_env_sets_k(tmp_path, monkeypatch):
     assert len(policy(tmp_path).select(request())) == 5  # everything it ranks (5 < 10)
     monkeypatch.setenv("AH_PLUGIN_TOP_K", "3")
     assert policy(tmp_path).select(request(m=32)) == [T[0], T[1], T[2], "extern_mm"]
-    monkeypatch.setenv("AH_PLUGIN_TOP_K", "zero")
-    with pytest.raises(ValueError, match="AH_PLUGIN_TOP_K"):
-        UseOptions.from_environment()
+    monkeypatch.setenv("AH_PLUGIN_TOP_K", "zero")  # a bad k: warned once, the ranking is off, nothing raises
+    with pytest.warns(UserWarning, match="AH_PLUGIN_TOP_K='zero'.*USE ranking is off"):
+        assert not UseOptions.from_environment().enabled
+    assert policy(tmp_path).select(request(m=32)) is None
+    assert policy(tmp_path, top_k=2).select(request(m=32)) == [T[0], T[1], "extern_mm"]  # an explicit k wins
 
 
 def test_fast_mode_keeps_one_choice_when_sure_and_two_when_not(tmp_path, monkeypatch):
@@ -295,8 +297,10 @@ def test_stale_report_empty_when_in_sync(tmp_path):
 
 def test_broken_artifacts_are_skipped_with_one_warning_each(tmp_path):
     write_artifact(tmp_path, "_MMRankingTest.py")
-    (tmp_path / "_Broken.py").write_text("class Broken(:\n")
-    (tmp_path / "_Raises.py").write_text("raise RuntimeError('boom')\n")
+    broken = write_artifact(tmp_path, "_Broken.py", name="Broken")
+    broken.write_text(broken.read_text() + "class Broken(:\n")
+    raising = write_artifact(tmp_path, "_Raises.py", name="Raises")
+    raising.write_text("raise RuntimeError('boom')\n" + raising.read_text())
     (tmp_path / "_Empty.py").write_text("X = 1\n")
     (tmp_path / "notanartifact.py").write_text("raise SystemExit('must never run')\n")
     dirs = artifact_loader.artifact_dirs(str(tmp_path))

@@ -60,7 +60,6 @@ def install() -> None:
         select_algorithm.add_preprocessing_fn(_preprocess)
         select_algorithm.add_feedback_saver(_feedback)
         _state["callbacks"] = True
-    registry.sync_verbose_handler()
     if _state["installed"]:
         return
     builtin_autoheuristic.install(_handled_ops)

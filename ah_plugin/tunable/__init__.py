@@ -1,7 +1,8 @@
 """A TunableOp-style results cache for Inductor's GEMM autotuning (see docs/tunable.md).
 
 Names and meanings follow `torch.cuda.tunable`. Every switch has an `AH_TUNABLE_*` variable; **a set
-variable wins over the Python API** (ah_plugin/tunable/settings.py holds the rule and the names).
+variable wins over the Python API**, and a bad value of a variable warns once and is ignored, while a
+bad argument here raises ValueError (ah_plugin/tunable/settings.py holds the rules and the names).
 Importing this package is cheap: the offline tuner and the validators import torch parts lazily.
 """
 
@@ -93,10 +94,16 @@ def record_untuned_is_enabled() -> bool:
     return _S.record_untuned_is_enabled()
 
 
+def _at_least_zero(name: str, value) -> int:
+    if int(value) < 0:
+        raise ValueError(f"{name}={value!r}: expected an integer >= 0 (0: no limit)")
+    return int(value)
+
+
 def set_max_tuning_duration(duration: int) -> None:
     """Tuning a miss: at most this many ms of timed runs per candidate's benchmark (0: no limit).
     docs/tunable.md maps it onto Inductor's benchmarker."""
-    _S.api.max_tuning_duration_ms = int(duration)
+    _S.api.max_tuning_duration_ms = _at_least_zero("duration", duration)
 
 
 def get_max_tuning_duration() -> int:
@@ -106,7 +113,7 @@ def get_max_tuning_duration() -> int:
 def set_max_tuning_iterations(iterations: int) -> None:
     """Tuning a miss: at most this many timed iterations per candidate, where Inductor's benchmarker
     counts iterations (GPU; the CPU one times for a duration). 0: no limit."""
-    _S.api.max_tuning_iterations = int(iterations)
+    _S.api.max_tuning_iterations = _at_least_zero("iterations", iterations)
 
 
 def get_max_tuning_iterations() -> int:
@@ -157,7 +164,8 @@ def write_file(filename: str | None = None) -> bool:
 
 
 def write_file_on_exit(val: bool) -> None:
-    """Write the results at interpreter exit when something new was recorded (default on)."""
+    """Automatic writes (default on): each new winner appended to the results file when it is recorded,
+    and the file compacted at interpreter exit. Off: nothing is written unless `write_file()` is called."""
     _S.api.write_on_exit = bool(val)
 
 
@@ -177,6 +185,8 @@ def use_heuristic_top1(val: bool = True) -> None:
 
 def set_verbose(level: int, filename: str | None = None) -> None:
     """0 silent (warnings only), 1 file reads/writes and a summary, 2 every hit/miss, 3 timings."""
+    if not 0 <= int(level) <= 3:
+        raise ValueError(f"level={level!r}: expected 0, 1, 2 or 3")
     _S.api.verbose = int(level)
     if filename is not None:
         _S.api.verbose_filename = filename

@@ -2,7 +2,9 @@
 
 - hit (exact, else the most specific wildcard entry) whose solution is among today's candidates:
   keep exactly that one, so Inductor benchmarks nothing. `Default` means the aten candidate.
-- a recorded solution that is not among the candidates: a miss, warned once per entry.
+- a recorded solution that is not among the candidates (whatever its time, 0 included): a miss, warned
+  once per entry; with tuning on the shape is tuned and its winner replaces that row on disk, so it is
+  re-tuned once, not on every run.
 - miss with tuning on: no opinion (Inductor autotunes, pruned by the heuristic when USE is on; each
   candidate's benchmark bounded by `benchmark_limits`: max tuning duration/iterations), and
   `on_timings` records the fastest candidate that passed the numerical check (with the check on,
@@ -34,20 +36,20 @@ def aten_candidate(candidates: list[str]) -> str | None:
 
 
 def heuristic_top1(request: AutotuneRequest) -> str | None:
-    """The USE heuristic's best-ranked candidate, or None when no artifact fits."""
-    try:
-        from ah_plugin import ranking
+    """The USE heuristic's best-ranked candidate, or None when no artifact fits or it fails (warned once,
+    naming the artifact: artifact code runs guarded, so nothing it does reaches the compile)."""
+    from ah_plugin import artifact_loader, ranking
 
-        artifact = ranking.default_policy().artifact_for(request.op_name, request.metadata)
-        if artifact is None:
-            return None
-        today = set(request.candidates)
-        for cid, _ in artifact.heuristic.rank(dict(request.features)):
-            if cid in today:
-                return cid
-    except Exception as error:
-        store().warn_once(("top1", type(error).__name__), f"heuristic top-1 unavailable: {error}")
-    return None
+    artifact = ranking.default_policy().artifact_for(request.op_name, request.metadata)
+    if artifact is None:
+        return None
+    try:
+        ranked = artifact.rank(request.features)
+    except artifact_loader.ArtifactError as error:
+        store().warn_once(("top1", artifact.path), f"heuristic top-1 unavailable: {error}")
+        return None
+    today = set(request.candidates)
+    return next((cid for cid, _ in ranked if cid in today), None)
 
 
 def _margin() -> float:
@@ -137,7 +139,8 @@ class TunableCachePolicy:
         db.warn_once(
             ("stale", entry.op, entry.params, entry.solution),
             f"{entry.source or 'results'}: solution {entry.solution!r} for {entry.op},{entry.params} is not "
-            f"among today's {len(request.candidates)} candidates; treated as a miss",
+            f"among today's {len(request.candidates)} candidates; treated as a miss (with tuning on, the new "
+            "winner replaces the row)",
         )
         return None
 

@@ -1,231 +1,50 @@
-"""The results CSV: validator lines, then `op,params,solution,time_ms` rows.
+"""The results file on disk, durable like a journal: nothing recorded is lost to a kill, nothing read is
+lost to a rewrite.
 
-    Validator,PT_VERSION,2.11.0+cu130
-    Validator,AH_PLUGIN_VERSION,0.1.0
-    ...
-    mm,NN_4096_4096_4096_ld_4096_4096_bfloat16,type=triton_BLOCK-M=128_..._numwarps=8,0.6512
-    mm,NT_1024_*_512_ld_512_*_float16,Default,0
+- `append_entries`: each new winner is appended when it is recorded, in one `write` of whole lines under
+  the file's lock, and fsync'd before the call returns, so a process killed later (SIGKILL, the OOM
+  killer, a scheduler's time limit) has lost at most the compile in flight.
+- `write_results`: the compaction (at exit and on `write_file()`): under the same lock, merged with what
+  is on disk, written to a temporary file, fsync'd and renamed into place, so concurrent writers leave
+  a valid file holding every row.
+- A rewrite keeps every line it does not understand: comments, rows of ops this version does not know,
+  rows it cannot parse stay in place; lines that are not text (a NUL byte, invalid UTF-8) are appended
+  to `<file>.unreadable`; a whole file from another torch or device (its validators differ) is moved to
+  `<file>.rejected`, or `.rejected.2`, `.3` ... when that exists: no kept file is ever overwritten.
+- A row that replaces another (a re-tuned winner for a row whose solution no longer exists, however
+  small its time) takes the old row's place instead of competing with it on time.
 
-Reading never raises on bad content: each bad line is skipped with a `TunableFileWarning` that starts
-with `FILE:LINE:`. A validator that differs from this process rejects the whole file (TunableOp's rule),
-naming the key and both values. Writing takes a lock, merges with what is on disk, and renames a
-temporary file into place, so concurrent writers to one name leave a valid file holding every row.
+Reading and the format are in `results_format` (re-exported here).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import math
 import os
 import secrets
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
 
-from . import params as P
+from .results_format import (  # noqa: F401 - the file's API, one import for callers
+    DEFAULT_SOLUTION,
+    NO_PAD,
+    PAD,
+    VALIDATOR,
+    Entry,
+    ReadResult,
+    TunableFileWarning,
+    current_validators,
+    format_lines,
+    format_results,
+    merge,
+    read_results,
+    read_untuned,
+    warn,
+)
 
-DEFAULT_SOLUTION = "Default"
-PAD, NO_PAD = "pad", "no_pad"  # the solutions of pad_mm / pad_addmm / pad_bmm rows
-VALIDATOR = "Validator"
-
-
-class TunableFileWarning(UserWarning):
-    """A results/untuned file line that was skipped, or a whole file that was rejected."""
-
-
-def warn(message: str) -> None:
-    warnings.warn(message, TunableFileWarning, stacklevel=3)
-
-
-@dataclass
-class Entry:
-    """One tuned result. `source` is `FILE:LINE` for rows read from a file, `""` for new ones."""
-
-    op: str
-    params: str
-    solution: str
-    time_ms: float
-    source: str = ""
-
-    def row(self) -> list[str]:
-        return [self.op, self.params, self.solution, _format_time(self.time_ms)]
-
-
-def _format_time(value: float) -> str:
-    if math.isinf(value):
-        return "inf"
-    return f"{value:.6g}"
-
-
-@dataclass
-class ReadResult:
-    """What a file held: its validators, its usable entries by (op, params), and whether it was rejected."""
-
-    path: str
-    validators: dict[str, str]
-    entries: dict[tuple[str, str], Entry]
-    rejected: bool = False
-    missing: bool = False
-
-
-def current_validators() -> dict[str, str]:
-    """What must match for a file's timings to still hold in this process."""
-    from . import validators
-
-    return validators.current()
-
-
-def _lines(path: str) -> list[str] | None:
-    """The file's text lines; None (with a warning) when it is not text."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    if b"\x00" in data:
-        warn(f"{path}:1: not a CSV text file (holds NUL bytes); the whole file is ignored")
-        return None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        warn(f"{path}:{line}: not a UTF-8 CSV text file ({error.reason}); the whole file is ignored")
-        return None
-    return text.splitlines()
-
-
-def _cells(line: str) -> list[str] | None:
-    try:
-        rows = list(csv.reader([line]))
-    except csv.Error:
-        return None
-    return [cell.strip() for cell in rows[0]] if rows else []
-
-
-def read_results(path: str, expected: dict[str, str] | None) -> ReadResult:
-    """Read a results file. `expected` validators (None: accept any) decide whether it is rejected."""
-    result = ReadResult(path=path, validators={}, entries={})
-    if not os.path.exists(path):
-        result.missing = True
-        return result
-    lines = _lines(path)
-    if lines is None:
-        result.rejected = True
-        return result
-    validator_lines: dict[str, int] = {}
-    last_validator_line = 0
-    good_rows = 0
-    bad_rows = 0
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = _cells(line)
-        where = f"{path}:{lineno}"
-        if cells is None:
-            warn(f"{where}: not a CSV line; skipped")
-            bad_rows += 1
-            continue
-        if cells[0] == VALIDATOR:
-            if len(cells) < 3 or not cells[1]:
-                warn(f"{where}: a validator line is Validator,KEY,VALUE; found {len(cells)} fields; skipped")
-                continue
-            key, value = cells[1], ",".join(cells[2:])  # an unquoted value may hold commas
-            if key in result.validators and result.validators[key] != value:
-                warn(f"{where}: validator {key} given twice ({result.validators[key]!r} then {value!r}); first kept")
-                continue
-            result.validators.setdefault(key, value)
-            validator_lines.setdefault(key, lineno)
-            last_validator_line = lineno
-            continue
-        entry = _parse_row(cells, where)
-        if entry is None:
-            bad_rows += 1
-            continue
-        good_rows += 1
-        key = (entry.op, entry.params)
-        previous = result.entries.get(key)
-        if previous is None:
-            result.entries[key] = entry
-        elif previous.solution != entry.solution:
-            keep = entry if entry.time_ms < previous.time_ms else previous
-            drop = previous if keep is entry else entry
-            warn(
-                f"{where}: {entry.op},{entry.params} is also at {previous.source} with another solution "
-                f"({previous.solution!r} vs {entry.solution!r}); keeping the faster one, {keep.solution!r} "
-                f"from {keep.source}, dropping {drop.solution!r}"
-            )
-            result.entries[key] = keep
-        elif entry.time_ms < previous.time_ms:
-            result.entries[key] = entry
-    if good_rows == 0 and not result.validators and bad_rows:
-        warn(f"{path}:1: no validator line and no valid row: not a results file; the whole file is ignored")
-        result.rejected = True
-        result.entries = {}
-        return result
-    if expected is not None:
-        for key, value in result.validators.items():
-            mine = expected.get(key)
-            if mine is not None and mine != value:
-                warn(
-                    f"{path}:{validator_lines[key]}: validator {key} is {value!r} in the file but {mine!r} in "
-                    f"this process; the whole file is rejected (its timings do not hold here)"
-                )
-                result.rejected = True
-                result.entries = {}
-                return result
-        absent = [key for key in expected if key not in result.validators]
-        if absent:
-            where = f"{path}:{last_validator_line + 1 if last_validator_line else 1}"
-            listed = ", ".join(f"{key} (this process: {expected[key]!r})" for key in absent)
-            warn(f"{where}: missing validator line(s): {listed}; rows kept, the lines are added on write")
-    return result
-
-
-def _parse_row(cells: list[str], where: str) -> Entry | None:
-    if len(cells) < 4 or not all(cells[:3]):
-        warn(f"{where}: truncated row ({len(cells)} of 4 fields op,params,solution,time_ms); skipped")
-        return None
-    if len(cells) > 4:
-        warn(f"{where}: row has {len(cells)} fields, expected 4 (op,params,solution,time_ms); skipped")
-        return None
-    op, params, solution, time_text = cells
-    try:
-        time_ms = float(time_text)
-    except ValueError:
-        warn(f"{where}: time_ms {time_text!r} is not a number; skipped")
-        return None
-    if math.isnan(time_ms) or time_ms < 0:
-        warn(f"{where}: time_ms {time_text!r} is not a non-negative number; skipped")
-        return None
-    if op not in P.KNOWN_OPS:
-        warn(f"{where}: unknown op {op!r} (known: {', '.join(sorted(P.KNOWN_OPS))}); skipped")
-        return None
-    try:
-        canonical = P.parse_for(op, params).encode()
-    except P.ParamsError as error:
-        warn(f"{where}: {error}; skipped")
-        return None
-    return Entry(op=op, params=canonical, solution=solution, time_ms=time_ms, source=where)
-
-
-def merge(
-    base: dict[tuple[str, str], Entry], newer: dict[tuple[str, str], Entry]
-) -> dict[tuple[str, str], Entry]:
-    """Union; for a key in both, the faster entry (ties: `newer`)."""
-    merged = dict(base)
-    for key, entry in newer.items():
-        old = merged.get(key)
-        if old is None or entry.time_ms <= old.time_ms:
-            merged[key] = entry
-    return merged
-
-
-def format_results(validators: dict[str, str], entries: dict[tuple[str, str], Entry]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    for key, value in validators.items():
-        writer.writerow([VALIDATOR, key, value])
-    for key in sorted(entries):
-        writer.writerow(entries[key].row())
-    return buffer.getvalue()
+REJECTED_SUFFIX = ".rejected"
+UNREADABLE_SUFFIX = ".unreadable"
 
 
 @contextmanager
@@ -247,6 +66,26 @@ def file_lock(path: str):
         os.close(fd)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _fsync_directory(path: str) -> None:
+    """Make a rename or a new file in `path`'s folder durable (where the platform allows it)."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _create_temp_beside(path: str) -> tuple[int, str]:
     """A new file next to ``path`` for a rename into place. Created with mode 0o666 so the kernel applies
     the umask, as for any new file (mkstemp's 0o600 would make the cache private to its writer)."""
@@ -262,7 +101,7 @@ def _create_temp_beside(path: str) -> tuple[int, str]:
 
 
 def atomic_write(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename; a replaced file keeps its permission bits."""
+    """Replace ``path`` with ``text`` in one rename, fsync'd; a replaced file keeps its permission bits."""
     fd, tmp = _create_temp_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -271,64 +110,109 @@ def atomic_write(path: str, text: str) -> None:
             except FileNotFoundError:
                 pass
             handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
+        _fsync_directory(path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
 
 
-def write_results(path: str, validators: dict[str, str], entries: dict[tuple[str, str], Entry]) -> int:
-    """Merge `entries` with what `path` holds now and write atomically, under the lock.
-    A file on disk with other validators is kept aside as `path + '.rejected'`. Returns the row count."""
-    with file_lock(path):
-        with warnings.catch_warnings():
-            # Lines of the file were already warned about when it was read at start.
-            warnings.simplefilter("ignore", TunableFileWarning)
-            on_disk = read_results(path, validators)
-        if on_disk.rejected and not on_disk.missing and os.path.exists(path):
-            os.replace(path, path + ".rejected")
-            warn(f"{path}:1: written anew for this process; the rejected file was moved to {path}.rejected")
-        merged = merge(on_disk.entries, entries)
-        atomic_write(path, format_results(validators, merged))
-        return len(merged)
+def _quiet_read(path: str, validators: dict[str, str]) -> ReadResult:
+    with warnings.catch_warnings():
+        # Lines of the file were warned about when it was read at start.
+        warnings.simplefilter("ignore", TunableFileWarning)
+        return read_results(path, validators)
 
 
-# ----------------------------------------------------------------------------- untuned shapes
-
-
-def read_untuned(path: str) -> list[tuple[str, str]]:
-    """`op,params` lines (a results file's rows are accepted too), deduplicated, in file order."""
-    keys: dict[tuple[str, str], None] = {}
-    if not os.path.exists(path):
-        return []
-    lines = _lines(path)
-    if lines is None:
-        return []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        cells = _cells(line)
-        where = f"{path}:{lineno}"
-        if not cells or cells[0] == VALIDATOR:
-            continue
-        if len(cells) < 2:
-            warn(f"{where}: an untuned line is op,params; skipped")
-            continue
-        op, params = cells[0], cells[1]
-        if op not in P.KNOWN_OPS:
-            warn(f"{where}: unknown op {op!r}; skipped")
-            continue
+def keep_aside(path: str) -> str:
+    """Move `path` to the first free name of `path.rejected`, `.rejected.2`, ... (never overwriting one)."""
+    for number in range(1, 10_000):
+        target = path + REJECTED_SUFFIX + ("" if number == 1 else f".{number}")
         try:
-            parsed = P.parse_for(op, params)
-        except P.ParamsError as error:
-            warn(f"{where}: {error}; skipped")
+            os.link(path, target)  # fails when target exists: no kept copy is ever replaced
+        except FileExistsError:
             continue
-        if parsed.wildcards:
-            warn(f"{where}: {params} has wildcards; only concrete shapes can be tuned; skipped")
-            continue
-        keys[(op, parsed.encode())] = None
-    return list(keys)
+        except OSError:  # no hard links here (some network and FAT file systems): check, then rename
+            if os.path.lexists(target):
+                continue
+            os.rename(path, target)
+            return target
+        os.unlink(path)
+        return target
+    raise FileExistsError(f"{path}: {REJECTED_SUFFIX} .. {REJECTED_SUFFIX}.9999 all exist")
+
+
+def _keep_unreadable(path: str, on_disk: ReadResult) -> None:
+    """Append the file's lines that are not text to `path.unreadable` (only ever appended to)."""
+    lines = on_disk.unreadable()
+    if not lines:
+        return
+    side = path + UNREADABLE_SUFFIX
+    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        _write_all(fd, b"".join(line.raw + b"\n" for line in lines))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    numbers = ", ".join(str(line.lineno) for line in lines[:10]) + (" ..." if len(lines) > 10 else "")
+    warn(f"{path}: line(s) {numbers} are not text; moved, as they were, to {side}")
+
+
+def _rewrite(path: str, validators: dict[str, str], on_disk: ReadResult,
+             entries: dict[tuple[str, str], Entry], replaced: dict[tuple[str, str], str]) -> int:
+    """Under the lock: write `path` anew from what it holds and `entries` (see the module docstring)."""
+    lines = on_disk.lines
+    disk_entries = on_disk.entries
+    if on_disk.rejected and not on_disk.missing and os.path.exists(path):
+        kept = keep_aside(path)
+        warn(f"{path}:1: written anew for this process; the rejected file was moved to {kept}")
+        lines, disk_entries = [], {}
+    else:
+        _keep_unreadable(path, on_disk)
+    disk_entries = {key: entry for key, entry in disk_entries.items()
+                    if replaced.get(key) != entry.solution}
+    merged = merge(disk_entries, entries)
+    atomic_write(path, format_lines(validators, lines, merged))
+    return len(merged)
+
+
+def write_results(path: str, validators: dict[str, str], entries: dict[tuple[str, str], Entry],
+                  replaced: dict[tuple[str, str], str] | None = None) -> int:
+    """Merge `entries` with what `path` holds now and write it anew, under the lock (the compaction).
+    `replaced`: (op, params) -> a solution whose row on disk gives way to the entry, whatever its time.
+    Returns the number of rows."""
+    with file_lock(path):
+        return _rewrite(path, validators, _quiet_read(path, validators), entries, replaced or {})
+
+
+def _ends_with_newline(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
+
+
+def append_entries(path: str, validators: dict[str, str], entries: list[Entry],
+                   replaced: dict[tuple[str, str], str] | None = None) -> None:
+    """Put `entries` on disk now (the journal): appended in one write under the lock and fsync'd. The file
+    is written anew instead (`write_results`) when it is new, rejected, lacks one of `validators`, holds
+    lines that are not text, or when an entry replaces a row."""
+    with file_lock(path):
+        on_disk = _quiet_read(path, validators)
+        appendable = not (on_disk.missing or on_disk.rejected or replaced or on_disk.unreadable())
+        if not appendable or any(on_disk.validators.get(k) != v for k, v in validators.items()):
+            _rewrite(path, validators, on_disk, {e.key: e for e in entries}, replaced or {})
+            return
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(entry.row() for entry in entries)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        try:
+            prefix = "" if _ends_with_newline(fd) else "\n"  # a line cut short by a crash stays a line
+            _write_all(fd, (prefix + buffer.getvalue()).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def append_untuned(path: str, keys: list[tuple[str, str]]) -> None:

@@ -1,8 +1,14 @@
 """Every switch of the results cache, with its environment variable and Python-API twin.
 
-The rule, written once: **an environment variable that is set (to a non-empty value) wins over the
-Python API; the API sets the value used while the variable is unset.** Variables are read on each
-query (one dict lookup), so a test or launcher may change them at any time.
+The rules, written once (the same as the plugin's, ah_plugin/settings.py and docs/plugin.md):
+
+- **an environment variable that is set (to a non-empty value) wins over the Python API; the API sets
+  the value used while the variable is unset;**
+- **a bad value of a variable warns once (naming the variable, the value and what is expected) and
+  disables only what that variable governs**: here the variable is ignored and the value it would have
+  unset applies (the API's, else the default), which the warning names; every other switch goes on.
+
+Variables are read on each query (one dict lookup), so a test or launcher may change them at any time.
 """
 
 from __future__ import annotations
@@ -10,8 +16,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-import warnings
 from dataclasses import dataclass
+
+from ah_plugin.env_values import BadValue, SettingsWarning, parse_bool, parse_int, warn_bad
 
 ENABLED = "AH_TUNABLE_ENABLED"
 TUNING = "AH_TUNABLE_TUNING"
@@ -34,8 +41,8 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-class TunableSettingsWarning(UserWarning):
-    """A variable of the results cache holds a value that cannot be read; its default is used."""
+class TunableSettingsWarning(SettingsWarning):
+    """A variable of the results cache holds a value that cannot be read; its unset value is used."""
 
 
 @dataclass
@@ -57,17 +64,6 @@ class _ApiValues:
 
 
 api = _ApiValues()
-_warned: set[str] = set()
-
-
-def _warn_once(name: str, value: str, expected: str) -> None:
-    if name not in _warned:
-        _warned.add(name)
-        warnings.warn(
-            f"{name}={value!r} is not {expected}; using the Python-API value instead",
-            TunableSettingsWarning,
-            stacklevel=3,
-        )
 
 
 def _env(name: str) -> str | None:
@@ -75,32 +71,25 @@ def _env(name: str) -> str | None:
     return value if value not in (None, "") else None
 
 
-def _bool(name: str, api_value: bool) -> bool:
-    value = _env(name)
-    if value is None:
-        return api_value
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    _warn_once(name, value, "one of 1/0/true/false")
-    return api_value
-
-
-def _int(name: str, api_value: int, lo: int = 0, hi: int | None = None) -> int:
+def _parsed(name: str, parse, api_value):
+    """``parse`` of a set variable, else ``api_value``; a bad value warns once and ``api_value`` applies."""
     value = _env(name)
     if value is None:
         return api_value
     try:
-        number = int(value)
-    except ValueError:
-        _warn_once(name, value, "an integer")
+        return parse(value)
+    except BadValue as bad:
+        warn_bad(name, value, bad.expected, f"ignored: {api_value!r} applies (its value when unset)",
+                 TunableSettingsWarning)
         return api_value
-    if number < lo or (hi is not None and number > hi):
-        _warn_once(name, value, f"an integer in [{lo}, {hi if hi is not None else 'inf'}]")
-        return api_value
-    return number
+
+
+def _bool(name: str, api_value: bool) -> bool:
+    return _parsed(name, parse_bool, api_value)
+
+
+def _int(name: str, api_value: int, lo: int = 0, hi: int | None = None) -> int:
+    return _parsed(name, lambda text: parse_int(text, lo, hi), api_value)
 
 
 def is_enabled() -> bool:
@@ -160,7 +149,8 @@ def numerical_check() -> tuple[bool, float, float]:
             return (True, float(match.group(1)), float(match.group(2)))
         except ValueError:
             pass
-    _warn_once(NUMERICAL_CHECK, value, "0, 1 or ATOL_RTOL (e.g. 1e-3_1e-2)")
+    warn_bad(NUMERICAL_CHECK, value, "0, 1 or ATOL_RTOL (e.g. 1e-3_1e-2)",
+             f"ignored: {api.numerical_check!r} applies (its value when unset)", TunableSettingsWarning)
     return api.numerical_check
 
 

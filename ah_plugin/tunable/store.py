@@ -1,14 +1,20 @@
-"""The in-process results database: loaded from the results file on first use, merged and written back.
+"""The in-process results database: loaded from the results file on first use; each winner put on disk
+when it is recorded (`results_file.append_entries`), the file compacted at exit.
 
-One `ResultsStore` per process (`store()`); the policy asks it for lookups and hands it winners.
+One `ResultsStore` per process (`store()`); the policy asks it for lookups and hands it winners. A write
+that fails is said once per path, naming the path, the cause and what is lost; the cache keeps
+answering from memory.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import sys
 import threading
 from dataclasses import dataclass, field
+
+from ah_plugin.log_format import write_failure as _write_failure
 
 from . import params as P
 from . import results_file as F
@@ -62,6 +68,7 @@ class Verbose:
 
 
 verbose = Verbose()
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -77,6 +84,9 @@ class ResultsStore:
     warned: set = field(default_factory=set)
     exact_only: bool = False  # offline tuning: wildcard entries are not looked up
     version: int = 0  # bumped on every change of `entries` (for cache_key)
+    journaled: dict = field(default_factory=dict)  # (op, params) -> the entry this process put on disk
+    replaced: dict = field(default_factory=dict)  # (op, params) -> solution whose row a new winner replaces
+    unsaved: int = 0  # winners recorded but not yet on disk (their write failed)
     _digest: tuple = (-1, "")
 
     # -- loading ------------------------------------------------------------------------------
@@ -130,13 +140,38 @@ class ResultsStore:
         return None, False
 
     def record(self, op: str, params: str, solution: str, time_ms: float) -> None:
+        """A new winner: in memory at once, and on disk before this returns (unless automatic writes are
+        off, `write_file_on_exit(False)`). A winner for a key whose row holds another solution (gone from
+        today's candidates, or rejected by the numerical check) replaces that row on disk."""
+        key = (op, params)
+        entry = F.Entry(op, params, solution, float(time_ms))
         with self.lock:
-            self.entries[(op, params)] = F.Entry(op, params, solution, float(time_ms))
+            previous = self.entries.get(key) or self.journaled.get(key)
+            if previous is not None and previous.solution != solution:
+                self.replaced[key] = previous.solution
+            self.entries[key] = entry
             if P.parse(params).wildcards:
                 self._index()
             self.version += 1
             self.dirty = True
             self.stats.tuned += 1
+            _register_atexit()
+            if S.api.write_on_exit:
+                self._journal(entry)
+
+    def _journal(self, entry: F.Entry) -> None:
+        path = self.loaded_from or self.filename()
+        replaced = {entry.key: self.replaced[entry.key]} if entry.key in self.replaced else None
+        try:
+            F.append_entries(path, F.current_validators(), [entry], replaced)
+        except OSError as error:
+            self.unsaved += 1
+            self.warn_once(("write", path), _write_failure(path, error, "this winner and later ones are "
+                                                           "kept in memory and written at exit if the file "
+                                                           "can be written then; else they are lost"))
+            return
+        self.journaled[entry.key] = entry
+        log.debug("journaled %s,%s -> %s in %s", entry.op, entry.params, entry.solution, path)
 
     def record_untuned(self, op: str, params: str) -> None:
         key = (op, params)
@@ -147,7 +182,8 @@ class ResultsStore:
         try:
             F.append_untuned(path, [key])
         except OSError as error:  # a read-only directory: warn, still answer the miss
-            self.warn_once(("untuned", path), f"{path}: cannot record untuned shapes ({error})")
+            self.warn_once(("untuned", path), "cannot record untuned shapes: " + _write_failure(
+                path, error, "the missed shapes of this run are not recorded for offline tuning"))
             return
         self.stats.untuned_recorded += 1
         verbose(2, f"untuned {op},{params} -> {path}")
@@ -168,11 +204,17 @@ class ResultsStore:
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, path: str | None = None) -> bool:
-        """Merge with the file on disk and write it. Returns True when something was written."""
+        """Merge with the file on disk and write it (the compaction). Returns True when written."""
         with self.lock:
             target = path or self.loaded_from or self.filename()
-            count = F.write_results(target, F.current_validators(), self.entries)
+            # rows read from this very file are not asserted again: the file is their authority (another
+            # process may have replaced one since; writing the old copy back would undo that)
+            own = {key: entry for key, entry in self.entries.items()
+                   if entry.source.rpartition(":")[0] != target}
+            count = F.write_results(target, F.current_validators(), own, self.replaced)
             self.dirty = False
+            if target == (self.loaded_from or self.filename()):
+                self.unsaved = 0
             verbose(1, f"wrote {count} results to {target}; stats {self.stats.as_dict()}")
             return True
 
@@ -188,6 +230,9 @@ class ResultsStore:
             self.excluded.clear()
             self.warned.clear()
             self.exact_only = False
+            self.journaled.clear()
+            self.replaced.clear()
+            self.unsaved = 0
 
 
 _STORE = ResultsStore()
@@ -199,12 +244,18 @@ def store() -> ResultsStore:
 
 
 def _write_at_exit() -> None:
+    """The compaction. When it fails, what the journal already holds is safe: only unsaved winners are lost."""
     if not S.api.write_on_exit or not _STORE.dirty:
         return
+    path = _STORE.loaded_from or _STORE.filename()
     try:
         _STORE.write()
-    except Exception as error:  # exiting: report, never raise
-        print(f"[ah_tunable] could not write results: {error}", file=sys.stderr)
+    except OSError as error:  # exiting: report, never raise
+        lost = (f"{_STORE.unsaved} winner(s) of this run are lost" if _STORE.unsaved
+                else "not compacted; every winner of this run is already in it")
+        _STORE.warn_once(("write", path), _write_failure(path, error, lost))
+    except Exception as error:  # noqa: BLE001 - exiting: report, never raise
+        print(f"[ah_tunable] {path}: could not write results ({error!r})", file=sys.stderr)
 
 
 def _register_atexit() -> None:

@@ -111,8 +111,8 @@ def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
     ``out`` is replaced only once every input is read, so it may also be an input: listed first, the
     merge appends the others to it. Refused (MergeError, nothing written): a file listed twice, a row
     already in an earlier input (the same measurements merged twice, as when a run that resumed a
-    committed log is merged into that log), and a compressed input cut short (merging it would make the
-    loss permanent).
+    committed log is merged into that log), a compressed input cut short (merging it would make the
+    loss permanent), and inputs that hold no usable row at all.
     """
     if not inputs:
         raise MergeError("no input files given")
@@ -140,6 +140,7 @@ def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
     n = len(columns)
     total_rows = total_skipped = 0
     seen: dict[bytes, str] = {}  # digest of every row written so far -> the input it came from
+    skipped_at: dict[str, list] = {}  # input -> (line, why) of its malformed rows
     with atomic_log_file(out, metadata, columns) as dst:
         for path, _, their_columns in heads:
             order = None
@@ -174,6 +175,7 @@ def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
                     "same measurements would be merged twice. A run that resumed a committed log holds that "
                     "log's rows: merge the run's file alone, or merge a run that started a fresh log")
             seen.update(dict.fromkeys(mine, path))
+            skipped_at[path] = skipped
             if skipped:
                 named = ", ".join(f"line {ln} ({why})" for ln, why in skipped[:_WARN_FIRST])
                 more = f" and {len(skipped) - _WARN_FIRST} more" if len(skipped) > _WARN_FIRST else ""
@@ -181,6 +183,11 @@ def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
             log(f"{path}: {rows:,} rows, {len(skipped):,} skipped")
             total_rows += rows
             total_skipped += len(skipped)
+        if total_rows == 0:  # raised inside the block: ``out`` is left as it was
+            first = next(((p, s[0]) for p, s in skipped_at.items() if s), None)
+            why = f"; first: {first[0]}:{first[1][0]}: {first[1][1]}" if first else ""
+            raise MergeError(f"{', '.join(p for p, _, _ in heads)}: no usable row ({total_skipped:,} malformed "
+                             f"row(s) skipped{why}); nothing written")
     return total_rows, total_skipped
 
 

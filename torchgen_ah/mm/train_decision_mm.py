@@ -28,6 +28,7 @@ from torchgen_ah.training.train_decision import (
     TrainResult,
     metrics_markdown,
     median_time_matrix,
+    require_usable,
     train,
 )
 
@@ -49,8 +50,8 @@ def load_table(path: str, name: str, weight: float = 1.0) -> tuple[MedianTimeMat
     log = read_log(path)
     frame = log.frame
     table = median_time_matrix(frame, feature_columns(log.metadata), name, weight,
-                         keys=input_keys(frame, log.metadata))
-    return table, log.metadata
+                               keys=input_keys(frame, log.metadata))
+    return require_usable(table, path, len(frame) + len(log.skipped)), log.metadata
 
 
 def mm_feature_spec(metadata: dict) -> FeatureSpec:

@@ -143,6 +143,15 @@ def median_time_matrix(frame: pd.DataFrame, feature_cols: list[str], name: str, 
                        times.reshape(n_in, n_ch), weight, counts.reshape(n_in, n_ch))
 
 
+def require_usable(table: MedianTimeMatrix, path: str, rows: int) -> MedianTimeMatrix:
+    """``table``, or ValueError naming ``path`` when none of its ``rows`` has a usable time (numpy and
+    scikit-learn would otherwise fail later, in their own words, on an empty training set)."""
+    if not np.isfinite(table.times).any():
+        raise ValueError(f"{path}: no usable row: none of its {rows} row(s) has a finite, positive feedback "
+                         "(NaN, negative, zero and infinite times teach nothing)")
+    return table
+
+
 # --------------------------------------------------------------------------------------------------
 # features
 

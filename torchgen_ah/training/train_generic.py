@@ -43,9 +43,8 @@ def load_tables(paths: list[str]) -> tuple[td.MedianTimeMatrix, list[td.MedianTi
             metadata = meta
         elif _comparable(meta) != _comparable(metadata):
             raise ValueError(f"{path}:1: metadata {meta} differs from {paths[0]}'s {metadata}")
-        if log.frame.empty:
-            raise ValueError(f"{path}: no rows to train on")
-        tables.append(td.median_time_matrix(log.frame, feature_columns(log.metadata), os.path.basename(path)))
+        table = td.median_time_matrix(log.frame, feature_columns(log.metadata), os.path.basename(path))
+        tables.append(td.require_usable(table, path, len(log.frame) + len(log.skipped)))
     return tables[0], tables[1:], metadata
 
 
