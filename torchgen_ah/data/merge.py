@@ -77,7 +77,10 @@ def check_same_metadata(heads: list[tuple[str, dict]]) -> None:
             )
             problems.append(f"  {path} differs from {base_path} in {', '.join(keys)} ({detail})")
     if problems:
-        raise MergeError("refusing to merge logs with different metadata:\n" + "\n".join(problems))
+        timed = any("timing" in metadata_differences(base, metadata) for _, metadata in heads[1:])
+        note = ("\n  (their choices were timed differently: CUDA-graph replay against Inductor's per-call "
+                "events; their times do not compare)" if timed else "")
+        raise MergeError("refusing to merge logs with different metadata:\n" + "\n".join(problems) + note)
 
 
 def _row_problem(fields: list[str], columns: list[str], numerical_idx: list[int], choice_idx: int, fb_idx: int):

@@ -60,7 +60,7 @@ def mm_feature_spec(metadata: dict) -> FeatureSpec:
 
 
 def _check_same_device(main_md: dict, other_md: dict, path: str) -> None:
-    keys = ("name", "device_capa", "shared_memory", "numerical_features", "categorical_features")
+    keys = ("name", "device_capa", "shared_memory", "numerical_features", "categorical_features", "timing")
     diff = metadata_differences(main_md, other_md, keys)
     if diff:
         raise SystemExit(f"{path}: metadata differs from the main dataset in {', '.join(diff)}")

@@ -38,7 +38,8 @@ def load_tables(paths: list[str]) -> tuple[td.MedianTimeMatrix, list[td.MedianTi
     for path in paths:
         log = read_log(path)
         meta = {k: log.metadata[k] for k in ("name", "device_capa", "shared_memory",
-                                             "numerical_features", "categorical_features")}
+                                             "numerical_features", "categorical_features", "timing")
+                if k in log.metadata}
         if metadata is None:
             metadata = meta
         elif _comparable(meta) != _comparable(metadata):
