@@ -196,6 +196,13 @@ def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, modu
             return 124
 
 
+def run_worker(spec_path: str, worker) -> int:
+    """The ``--worker SPEC`` side of a mode's process: ``worker`` on the JSON spec the parent wrote."""
+    with open(spec_path, encoding="utf-8") as f:
+        worker(json.load(f))
+    return 0
+
+
 def pick_device(device: str | None) -> str:
     """The ``--device`` argument, or cuda when this machine has one, else cpu."""
     if device is not None:
@@ -288,9 +295,7 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        with open(args.worker, encoding="utf-8") as f:
-            worker(json.load(f))
-        return 0
+        return run_worker(args.worker, worker)
     try:
         all_shapes = read_shapes(args.shapes_file)
         shapes = all_shapes[: args.shapes]
