@@ -40,23 +40,19 @@ class RankingTrainer:
     log: where progress lines go.
     """
 
+    _PARAMS = ("k", "default", "holdout", "grid", "cross_validate", "log")
+
     def __init__(self, *, k: int = 10, default: str | None = None, holdout: str = "none",
                  grid: dict | None = None, cross_validate: bool = True, log=print):
-        self.k = k
-        self.default = default
-        self.holdout = holdout
-        self.grid = grid
-        self.cross_validate = cross_validate
-        self.log = log
+        self.set_params(k=k, default=default, holdout=holdout, grid=grid, cross_validate=cross_validate, log=log)
 
     def get_params(self) -> dict:
-        return {"k": self.k, "default": self.default, "holdout": self.holdout, "grid": self.grid,
-                "cross_validate": self.cross_validate, "log": self.log}
+        return {name: getattr(self, name) for name in self._PARAMS}
 
     def set_params(self, **params) -> "RankingTrainer":
-        unknown = set(params) - set(self.get_params())
+        unknown = set(params) - set(self._PARAMS)
         if unknown:
-            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; known: {sorted(self.get_params())}")
+            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; known: {sorted(self._PARAMS)}")
         for name, value in params.items():
             setattr(self, name, value)
         return self
