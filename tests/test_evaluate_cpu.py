@@ -1,5 +1,5 @@
 """The evaluator end to end on the CPU path: freezing + ``x @ self.w`` under no_grad lowers to
-``packed_linear`` with two real choices (DESIGN.md section 3), timed by the real worker through the
+``packed_linear`` with two real choices (MKL and the C++ GEMM template), timed by the real worker through the
 plugin's collector, then tabled, scored, reported and plotted."""
 
 import json

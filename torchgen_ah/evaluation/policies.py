@@ -262,7 +262,7 @@ def summarize(per_input: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-# -- the issue's bars ---------------------------------------------------------------------------------
+# -- the bars (docs/evaluate.md) ----------------------------------------------------------------------
 
 
 @dataclass
@@ -291,7 +291,7 @@ def check_bars(
     autotune_seconds: dict | None = None,
     compile_seconds: dict | None = None,
 ) -> list[Bar]:
-    """The issue's three operating points against default max-autotune's pick.
+    """The three operating points (Fast, Quality, Cache) against default max-autotune's pick.
 
     autotune_seconds: policy -> autotune seconds per mm (compile cost, same policy names).
     compile_seconds: policy -> compile seconds per mm; needs "cache" and "off" for the cache bar.

@@ -36,7 +36,7 @@ DEFAULT_CHOICE = "extern_mm"
 #: each extra dataset counts this many times (upstream appended TIMM and HF three times each)
 EXTRA_WEIGHT = 3.0
 
-#: upstream's derived mm features (DESIGN.md section 5); expressions read floats, see FeatureSpec
+#: upstream's derived mm features (those of torch's shipped mm heuristics); expressions read floats, see FeatureSpec
 MM_DERIVED = [
     ("m*k", 'x["m"] * x["k"]'),
     ("m*n", 'x["m"] * x["n"]'),
