@@ -13,8 +13,8 @@ set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT/offline"
-if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: the CPU-path tests already ran elsewhere
-  python3 -m pytest tests/test_tunable_file.py tests/test_tunable_e2e.py tests/test_tunable_offline.py tests/test_tunable_limits.py tests/test_tunable_bias.py -q \
+if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: the CPU-path tests already ran elsewhere (every test: slow ones too)
+  python3 -m pytest tests/test_tunable_file.py tests/test_tunable_e2e.py tests/test_tunable_offline.py tests/test_tunable_limits.py tests/test_tunable_bias.py -m "slow or not slow" -q \
     --durations=10 > "$OUT/tests.txt" 2>&1; echo "tests rc=$?" >> "$OUT/tests.txt"
 fi
 TC_WORK="${TC_WORK:-/tmp/tunable_tc}"

@@ -5,6 +5,6 @@
 set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-python3 -m pytest tests/test_tunable_limits.py -k "gpu or limit_maps" -q -rs --durations=10 \
+python3 -m pytest tests/test_tunable_limits.py -m "gpu or not slow" -k "gpu or limit_maps" -q -rs --durations=10 \
   > "$OUT/tunable_limits.txt" 2>&1
 echo "tests rc=$?" >> "$OUT/tunable_limits.txt"

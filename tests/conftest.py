@@ -1,10 +1,31 @@
-"""Fixtures shared by several test files."""
+"""Fixtures shared by several test files, and one probe shared by every process the tests start."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+# Inductor's own switch (torch/_inductor/config.py): trust the CPU's vector ISA without dry-compiling probes.
+VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"
+
+
+def pytest_configure(config):
+    """Inductor's CPU path dry-compiles one probe program per vector ISA in every fresh Inductor cache, about
+    10 s of g++ on 2 cores, and the end-to-end tests start a dozen processes with fresh caches (the tools
+    under test make their own). Probe once here; when every ISA the CPU's flags name passes, tell the
+    processes started from here so (VEC_ISA_OK=1): they pick the same ISA without the probes. Every kernel
+    is still compiled for real."""
+    if VEC_ISA_OK in os.environ:
+        return
+    import torch._inductor.config as inductor_config
+    from torch._inductor import cpu_vec_isa
+
+    probed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list() if isa]  # compiles the probes (once a cache)
+    with inductor_config.patch({"cpp.vec_isa_ok": True}):
+        trusted = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list.__wrapped__()]  # the flags alone
+    if probed == trusted:
+        os.environ[VEC_ISA_OK] = "1"
 
 
 @pytest.fixture
@@ -15,7 +36,7 @@ def tunable_env(monkeypatch, tmp_path):
     from ah_plugin.tunable.store import store
 
     for name in list(os.environ):
-        if name.startswith(("AH_TUNABLE_", "TORCHINDUCTOR_")):
+        if name.startswith(("AH_TUNABLE_", "TORCHINDUCTOR_")) and name != VEC_ISA_OK:
             monkeypatch.delenv(name)
     monkeypatch.setenv(S.FILENAME, str(tmp_path / "res%d.csv"))
     store().clear()

@@ -1,7 +1,22 @@
 """Shared start of the child processes that compile `x @ self.w` on the CPU path with the results
-cache (freezing + packed_linear: the GEMM Inductor autotunes on the CPU) and record which choices Inductor benchmarked."""
+cache (freezing + packed_linear: the GEMM Inductor autotunes on the CPU) and record which choices Inductor
+benchmarked, and the environment they start in."""
 
+import os
 import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_env(**extra) -> dict:
+    """This environment without plugin (AH_*) or Inductor (TORCHINDUCTOR_*) variables, but for the vector-ISA
+    switch the session sets once it has probed the CPU (tests/conftest.py); the repository on PYTHONPATH, and
+    ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if k == "TORCHINDUCTOR_VEC_ISA_OK" or not k.startswith(("AH_", "TORCHINDUCTOR_"))}
+    env.update(PYTHONPATH=REPO, **extra)
+    return env
+
 
 PRELUDE = textwrap.dedent(
     """

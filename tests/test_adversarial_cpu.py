@@ -36,9 +36,8 @@ import ah_plugin.tunable as tunable
 from ah_plugin.tunable import results_file as F
 from ah_plugin.tunable import settings as TS
 from ah_plugin.tunable.store import store
-from linear_child import PRELUDE
+from linear_child import PRELUDE, child_env
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 CPU_META = {"name": "packed_linear", "device_capa": (0, 0), "shared_memory": 0, "device_name": "cpu",
@@ -72,12 +71,6 @@ def write_artifact(directory, name, *, prelude="", rank=None, precondition="retu
                                     precondition=precondition))
     path.chmod(0o644)  # whatever the umask: writable by its owner only
     return path
-
-
-def child_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AH_", "TORCHINDUCTOR_"))}
-    env.update(PYTHONPATH=REPO, **extra)
-    return env
 
 
 # --------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ def _digest(folder: Path) -> str:
     return h.hexdigest()
 
 
+@pytest.mark.slow
 def test_rescore_scores_both_rankers_on_one_table_and_leaves_the_run_alone():
     if not (RUN.exists() and (DATA / "h200_mm.txt.gz").exists()):
         pytest.skip("committed H200 run or data absent")

@@ -246,6 +246,7 @@ def test_in_process_compile_pool_turns_inductors_subprocess_pool_off_and_keeps_p
         select_algorithm.get_num_workers.cache_clear()
 
 
+@pytest.mark.slow
 def test_workers_sharing_a_device_take_turns_and_compile_outside_their_turn(tmp_path):
     """Two real CPU workers with --exclusive-timing (what --workers-per-gpu 2 does on a GPU): operand
     creation, the warm-up's graph run and each logged repetition hold the device lock; the warm-up's
@@ -333,6 +334,7 @@ print("SEEN " + json.dumps(seen))
 """
 
 
+@pytest.mark.slow
 def test_autotuning_device_work_of_a_warmup_waits_for_the_workers_turn(tmp_path):
     """The review of the turn-taking found the warm-up creating autotuning's example inputs (random fills)
     and zeroing outputs outside the lock. With a spy under the hooks: every such step holds the lock, in

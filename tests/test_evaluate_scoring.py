@@ -266,6 +266,7 @@ def test_score_run_gives_the_rankers_the_runs_gpu_name_and_lists_left_out_inputs
     assert report.index("first e2e run table") < report.index("second e2e run table")
 
 
+@pytest.mark.slow
 def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(tmp_path):
     """``e2e_models`` on the CPU with the torch-only ``mlp``: one fresh process per mode, each recording
     whether the plugin was on and what it used; the table has both rows and fast mode's verdict, and

@@ -10,13 +10,12 @@ policy object.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from linear_child import child_env
 
 SCRIPT = r'''
 import json, os, sys, warnings
@@ -81,12 +80,10 @@ print("RESULT " + json.dumps(result))
 @pytest.mark.slow
 def test_env_switch_collects_every_input_and_policies_are_guarded(tmp_path):
     log = tmp_path / "log.txt"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
-    env.update(
+    env = child_env(
         TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="packed_linear",
         TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH=str(log),
         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"),
-        PYTHONPATH=REPO,
     )
     proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=900)

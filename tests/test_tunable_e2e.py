@@ -8,7 +8,6 @@ torch version (rejected); (2) tuning off, on the written file plus hand edits an
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,9 +16,7 @@ import textwrap
 import pytest
 
 from ah_plugin.tunable import results_file as F
-from linear_child import PRELUDE
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from linear_child import PRELUDE, child_env
 
 SCRIPT = PRELUDE + textwrap.dedent(
     """
@@ -42,8 +39,7 @@ SCRIPT = PRELUDE + textwrap.dedent(
 
 
 def run(tmp_path, shapes, tag, **env_vars):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AH_", "TORCHINDUCTOR_"))}
-    env.update(PYTHONPATH=REPO, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor_{tag}"), **env_vars)
+    env = child_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor_{tag}"), **env_vars)
     proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(shapes)], env=env,
                           capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-4000:]

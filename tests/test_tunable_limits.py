@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from linear_child import PRELUDE
+from linear_child import PRELUDE, child_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,9 +73,8 @@ SCRIPT = PRELUDE + textwrap.dedent(
 
 @pytest.mark.slow
 def test_max_tuning_duration_and_iterations_bound_tuning_benchmarks(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AH_", "TORCHINDUCTOR_"))}
-    env.update(PYTHONPATH=REPO, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
-               AH_TUNABLE_FILENAME=str(tmp_path / "results%d.csv"))
+    env = child_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+                    AH_TUNABLE_FILENAME=str(tmp_path / "results%d.csv"))
     cases = [
         ["tiny", [40, 64, 48], True, 1, 1],
         ["off", [40, 64, 48], False, 1, 1],

@@ -9,7 +9,6 @@ One subprocess, two shapes that miss the results cache with tuning on:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,9 +16,7 @@ import textwrap
 import pytest
 
 from ah_plugin.tunable import results_file as F
-from linear_child import PRELUDE
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from linear_child import PRELUDE, child_env
 
 SCRIPT = PRELUDE + textwrap.dedent(
     """
@@ -46,9 +43,8 @@ SCRIPT = PRELUDE + textwrap.dedent(
 @pytest.mark.slow
 def test_numerical_check_drops_candidates_beyond_tolerance(tmp_path):
     results = tmp_path / "results0.csv"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AH_", "TORCHINDUCTOR_"))}
-    env.update(PYTHONPATH=REPO, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
-               AH_TUNABLE_ENABLED="1", AH_TUNABLE_FILENAME=str(tmp_path / "results%d.csv"))
+    env = child_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), AH_TUNABLE_ENABLED="1",
+                    AH_TUNABLE_FILENAME=str(tmp_path / "results%d.csv"))
     cases = [[[64, 512, 96], 0.0], [[33, 300, 50], 1e-3]]
     proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(cases)], env=env,
                           capture_output=True, text=True, timeout=400)

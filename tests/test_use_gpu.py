@@ -1,7 +1,7 @@
 """GPU bar (USE half): with a packaged mm artifact for this GPU, USE benchmarks at most k+1 choices per
 mm (pruned before Triton code is generated) and outputs match eager. Run on the GPU machine:
 
-    PYTHONPATH=. python -m pytest tests/test_use_gpu.py -q -s
+    PYTHONPATH=. python -m pytest tests/test_use_gpu.py -m gpu -q -s
 
 Each mode runs in a fresh process with a fresh Inductor cache; the figures are printed (``-s``).
 """
