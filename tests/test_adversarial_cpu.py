@@ -445,7 +445,10 @@ RUN = PRELUDE + textwrap.dedent(
     inductor_config.autotune_local_cache = False
 
     def say(*words):
-        print(*words, flush=True)
+        # one write per line: the forked processes share this pipe, and print() under PYTHONUNBUFFERED=1
+        # writes word by word, so their lines could interleave ("DONEDONE w2 ...")
+        sys.stdout.flush()
+        os.write(1, (" ".join(map(str, words)) + "\\n").encode())
 
     def compile_matches_eager(m, k, n):
         torch._dynamo.reset()
