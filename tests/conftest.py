@@ -6,6 +6,21 @@ import os
 
 import pytest
 
+#: whole-suite figures the line below quotes (2-core CPU, CPU build of torch)
+SUITE_MINUTES, QUICK_MINUTES = 10, 3.5
+
+
+def pytest_collection_finish(session):
+    """With ``-q`` pytest prints only dots: say first how long the whole suite takes and how to run the
+    quick part. Only for a large run (not a single file)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    slow = sum(1 for item in session.items if item.get_closest_marker("slow"))
+    if reporter is None or session.config.option.collectonly or len(session.items) < 100 or not slow:
+        return
+    reporter.write_line(
+        f"ah-plugin: {len(session.items)} tests, {slow} of them slow (real Inductor compiles in fresh processes): "
+        f"about {SUITE_MINUTES} minutes on a 2-core CPU; -m \"not slow\" runs the others in about {QUICK_MINUTES}")
+
 
 @pytest.fixture
 def tunable_env(monkeypatch, tmp_path):

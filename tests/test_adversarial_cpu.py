@@ -444,6 +444,7 @@ RUN = PRELUDE + textwrap.dedent(
     import os, time, warnings
     warnings.simplefilter("always")
     import ah_plugin
+    from ah_plugin import registry
     from ah_plugin.tunable import results_file as F
 
     cfg = json.loads(sys.argv[1])
@@ -485,7 +486,7 @@ RUN = PRELUDE + textwrap.dedent(
         if pid == 0:
             try:
                 if name == "victim":
-                    inductor_hooks.register_policy(StopBeforeRecording(shapes[cfg["block_at"]][0]), -1)
+                    registry.register_policy(StopBeforeRecording(shapes[cfg["block_at"]][0]), -1)
                 for m, k, n in shapes:
                     say("DONE", name, m, compile_matches_eager(m, k, n))
             except BaseException as error:
@@ -584,7 +585,7 @@ def test_eight_processes_and_a_kill_lose_no_completed_winner_or_row(real_run):
     unreadable = (paths["results"].parent / "results.csv.unreadable").read_bytes()
     assert unreadable == b"packed_linear,NN_\xff\xfe_bad,x,1\n"  # moved aside byte for byte, once
 
-    from torchgen_ah.ah_log import read_log
+    from torchgen_ah.data.ah_log import read_log
 
     log = read_log(str(paths["log"]))
     assert not log.skipped  # every row whole, none interleaved
