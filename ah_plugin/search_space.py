@@ -1,7 +1,7 @@
 """The wider mm search space: which exhaustive Triton configs a device can run, and the per-input sample.
 
 Pure Python on plain config kwargs (the hook gets them from Inductor's exhaustive list). Why: default
-max-autotune's own list is already within ~0.5% of its best (DESIGN.md section 2), so better kernels
+max-autotune's own list is already within ~0.5% of its best, so better kernels
 must come from configs default never tries; Inductor's EXHAUSTIVE list does not filter by what the
 device can run (one of upstream's extra configs needs 262144 bytes of shared memory on a 232448-byte
 Hopper and fails in every autotuning).

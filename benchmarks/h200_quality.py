@@ -1,4 +1,4 @@
-"""Issue-5 bar: MMRankingH200 vs torch's shipped and our regenerated MMRankingH100 on held-out H200 inputs.
+"""The held-out bar: MMRankingH200 vs torch's shipped and our regenerated MMRankingH100 on held-out H200 inputs.
 
 The protocol, the rankers and the report are ``torchgen_ah.evaluation.h200_quality`` (docs/trainer.md);
 this is its command line. Run it from the repository: paths in the report are relative to the current folder.

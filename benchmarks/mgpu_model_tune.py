@@ -1,4 +1,4 @@
-"""Offline tuning of a real model's GEMMs on every GPU of a host (issue 7, part 3).
+"""Offline tuning of a real model's GEMMs on every GPU of a host.
 
 Three fresh processes and one tuning launch, all with their own Inductor cache folders:
 

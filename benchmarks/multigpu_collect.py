@@ -1,4 +1,4 @@
-"""Collection throughput on one GPU vs every GPU of a host, and under torchrun (issue 7, parts 1-2).
+"""Collection throughput on one GPU vs every GPU of a host, and under torchrun.
 
 Reads the ``.done.json`` summaries that ``gen_data_mm`` writes beside its log (one per run, renamed by the
 job script) and the merged logs, and reports, per run, inputs with all choices timed per GPU-minute and

@@ -1,4 +1,4 @@
-"""Issue-2 quality protocol: train on all but the sha1-held-out inputs, score the held-out inputs.
+"""The held-out quality protocol: train on all but the sha1-held-out inputs, score the held-out inputs.
 
 For A100 and H100: an input (its feature values joined with "," as in the row) is held out when
 int(sha1(key), 16) % 5 == 0, in each of the three official files. We train on the rest (main file plus

@@ -1,7 +1,7 @@
 """End-to-end cost of regenerating MMRankingA100 / MMRankingH100 (parse, train, codegen).
 
 Each run is the user's command in a fresh subprocess, measured by /usr/bin/time (wall, CPU, peak RSS).
-Issue-2 bars: A100 <= 27 s and <= 751 MiB, H100 <= 12 s and <= 560 MiB (upstream: 135 s / 60 s).
+Bars: A100 <= 27 s and <= 751 MiB, H100 <= 12 s and <= 560 MiB (upstream: 135 s / 60 s).
 CPU s (user + system) is reported too: wall time is inflated when other work shares the 2 cores.
 
     python benchmarks/train_speed.py [--datasets datasets]

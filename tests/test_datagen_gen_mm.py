@@ -89,10 +89,10 @@ def test_sampling_is_the_default_and_shapes_file_overrides(tmp_path):
 
 @pytest.mark.slow
 def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tmp_path):
-    """Real Inductor max-autotune (packed_linear under freezing, DESIGN.md section 3) in the warm worker:
-    inputs 0 and 1 share one compiled graph (two autotunings); the batch of 2 and 3 fails after its first
-    repetition (an injected compile error for input 3), so both are retried alone and only 3 is lost,
-    with no rows left from the failed batch."""
+    """Real Inductor max-autotune (packed_linear under freezing, the GEMM Inductor autotunes on the CPU) in
+    the warm worker: inputs 0 and 1 share one compiled graph (two autotunings); the batch of 2 and 3 fails
+    after its first repetition (an injected compile error for input 3), so both are retried alone and only
+    3 is lost, with no rows left from the failed batch."""
     shapes = tmp_path / "shapes.csv"
     shapes.write_text("m,k,n,transpose_left,transpose_right,dtype,allow_tf32\n"
                       "32,64,48,0,0,fp32,0\n16,128,40,0,0,fp32,0\n64,32,24,0,0,fp32,0\n8,96,56,0,0,fp32,0\n")

@@ -1,5 +1,5 @@
 """The evaluator end to end on the CPU path: freezing + ``x @ self.w`` under no_grad lowers to
-``packed_linear`` with two real choices (DESIGN.md section 3), timed by the real worker through the
+``packed_linear`` with two real choices (MKL and the C++ GEMM template), timed by the real worker through the
 plugin's collector, then tabled, scored, reported and plotted."""
 
 import json
@@ -90,8 +90,13 @@ def test_default_shape_list_is_valid_and_covers_the_kinds():
 def test_results_section_appended_when_absent(tmp_path):
     path = tmp_path / "R.md"
     path.write_text("# R\n")
-    update_results_section(str(path), "evaluate_gpu", "body")
-    assert path.read_text() == "# R\n\n<!-- BEGIN evaluate_gpu -->\nbody\n<!-- END evaluate_gpu -->\n"
+    update_results_section(str(path), "evaluate_gpu", "body", day="2026-12-01")
+    assert path.read_text() == ("# R\n\n<!-- BEGIN evaluate_gpu -->\n_Written 2026-12-01._\n\nbody\n"
+                                "<!-- END evaluate_gpu -->\n")
+    # a body with a heading: the date goes under it; rewriting replaces the whole section
+    update_results_section(str(path), "evaluate_gpu", "## Head\n\nnew body", day="2026-12-02")
+    assert path.read_text() == ("# R\n\n<!-- BEGIN evaluate_gpu -->\n## Head\n\n_Written 2026-12-02._\n\nnew body\n"
+                                "<!-- END evaluate_gpu -->\n")
 
 
 @pytest.mark.slow

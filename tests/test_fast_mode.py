@@ -130,3 +130,48 @@ def test_padding_rows_of_every_padded_op_parse(tmp_path, row):
     path.write_text(row + "\n")
     result = results_file.read_results(str(path), None)
     assert len(result.entries) == 1
+
+
+# --- logs timed by different methods never mix; an artifact says how its data were timed ----------------
+
+
+def _log(path, timing, rows):
+    """A small mm log: one row per (m, choice, ms), marked as replay-timed when ``timing`` is set."""
+    for m, choice, ms in rows:
+        tensors = [{"size": [m, 64], "stride": [64, 1], "dtype": "torch.bfloat16"},
+                   {"size": [64, 48], "stride": [48, 1], "dtype": "torch.bfloat16"}]
+        feats, num, cat = features.op_features("mm", tensors, False)
+        meta = features.log_metadata(features.metadata("mm", num, cat, (9, 0), 232448, "NVIDIA H200", timing=timing))
+        row = log_format.format_row(meta, features.ordered_features(feats, num, cat), choice, ms)
+        log_format.append_rows(str(path), meta, [row], log_format.header_columns(meta))
+    return path
+
+
+def test_merge_refuses_logs_timed_by_different_methods(tmp_path):
+    from torchgen_ah.data.merge import MergeError, merge_logs
+
+    replayed = _log(tmp_path / "replay.txt", METHOD_REPLAY, [(32, "extern_mm", 0.01), (32, T1, 0.02)])
+    per_call = _log(tmp_path / "per_call.txt", None, [(64, "extern_mm", 0.01), (64, T1, 0.02)])
+    with pytest.raises(MergeError, match="timed differently"):
+        merge_logs(str(tmp_path / "out.txt"), [str(replayed), str(per_call)], log=lambda *_: None)
+    assert not (tmp_path / "out.txt").exists()
+    # the same method merges
+    more = _log(tmp_path / "replay2.txt", METHOD_REPLAY, [(96, "extern_mm", 0.01), (96, T1, 0.005)])
+    assert merge_logs(str(tmp_path / "out.txt"), [str(replayed), str(more)], log=lambda *_: None)[0] == 4
+
+
+def test_an_artifact_from_replay_timed_data_is_trusted_by_fast_mode(tmp_path):
+    from ah_plugin import artifact_loader
+    from ah_plugin.ranking import trusts_templates
+    from torchgen_ah.training.train_generic import train_from_log
+
+    rows = [(m, c, t) for m in (16, 32, 64, 128, 256, 512) for c, t in (("extern_mm", 0.02), (T1, 0.01))]
+    gpu = {"name": "mm", "device_capa": (9, 0), "shared_memory": 232448, "device_name": "NVIDIA H200"}
+    for name, timing, trusted in (("Replay", METHOD_REPLAY, True), ("PerCall", None, False)):
+        log = _log(tmp_path / f"{name}.txt", timing, rows)
+        path = train_from_log(str(log), heuristic_name=f"MMRanking{name}", out_dir=str(tmp_path / name))
+        assert ("timing = 'cudagraph_replay'" in open(path).read()) is trusted
+        artifact_loader.clear_cache()
+        [loaded] = artifact_loader.load_artifacts(((artifact_loader.SOURCE_USER, str(tmp_path / name)),))
+        assert trusts_templates(loaded, gpu) is trusted
+    artifact_loader.clear_cache()

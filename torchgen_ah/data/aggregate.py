@@ -1,6 +1,6 @@
 """Repeated measurements -> one row per (input, choice); ratios -> their geometric mean.
 
-Timings of one kernel vary between runs (up to 1.5x for short kernels, DESIGN.md section 2), so logs hold
+Timings of one kernel vary between runs (up to 1.5x for short kernels), so logs hold
 repetitions. Training and evaluation want one number per (input, choice): the median, which one slow
 outlier cannot move, together with how many measurements it summarises and how far they spread. Over
 inputs, every stage reports ratios of such times (regrets, speed-ups) by their geometric mean, ``geomean``.

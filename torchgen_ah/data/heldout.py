@@ -1,6 +1,6 @@
 """Deterministic splits by input, from the sha1 of the input key.
 
-The quality bar of issue 2 holds an input out when ``int(sha1(key).hexdigest(), 16) % 5 == 0``, where the
+The trainer's quality protocol holds an input out when ``int(sha1(key).hexdigest(), 16) % 5 == 0``, where the
 key is the input's feature values joined with "," as they appear in the log row. Splitting by a hash of
 the key (never by row) keeps every measurement of one input on one side, in every file, on every run.
 """
@@ -39,7 +39,7 @@ def heldout_bucket(holdout: str) -> int | None:
 def is_heldout(keys: Iterable[str], holdout: str) -> np.ndarray:
     """Boolean mask of the inputs held out from training under the named protocol.
 
-    "none": nothing held out. "sha1mod5": the issue-2 protocol (bucket 0 of sha1 % 5). "sha1mod5:B":
+    "none": nothing held out. "sha1mod5": the held-out protocol (bucket 0 of sha1 % 5). "sha1mod5:B":
     bucket B instead.
     """
     keys = list(keys)
@@ -54,7 +54,7 @@ VALIDATION_FOLDS = (1, 2, 3, 4)
 
 def validation_folds(holdout: str) -> tuple[int, ...]:
     """The grid search's folds under a protocol: the four buckets it does not hold out (1..4 for "none"
-    and "sha1mod5", so the shipped artifacts and the issue-2 split are unchanged)."""
+    and "sha1mod5", so the shipped artifacts and the sha1mod5 split share them)."""
     bucket = heldout_bucket(holdout)
     return tuple(b for b in range(5) if b != bucket) if bucket not in (None, 0) else VALIDATION_FOLDS
 

@@ -79,7 +79,10 @@ def check_same_metadata(heads: list[tuple[str, dict]]) -> None:
             )
             problems.append(f"{path}:1: metadata differs from {base_path}:1 in {', '.join(keys)} ({detail})")
     if problems:
-        raise MergeError("; ".join(problems) + "; refusing to merge logs with different metadata")
+        timed = any("timing" in metadata_differences(base, metadata) for _, metadata in heads[1:])
+        note = ("; their choices were timed differently (CUDA-graph replay against Inductor's per-call events), "
+                "so their times do not compare" if timed else "")
+        raise MergeError("; ".join(problems) + "; refusing to merge logs with different metadata" + note)
 
 
 def _row_problem(fields: list[str], columns: list[str], numerical_idx: list[int], choice_idx: int, fb_idx: int):

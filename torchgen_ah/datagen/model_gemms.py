@@ -7,7 +7,7 @@ case's step on the ``meta`` device (shapes only, no memory) under a dispatch mod
 ``aten.mm`` and ``aten.addmm`` with its shape, operand layouts and dtype: the forward's GEMMs and the
 backward's (the NT and TN products of a linear layer's gradients). The second half is
 ``python -m torchgen_ah.mm.gen_data_mm --shapes FILE``, which times each distinct GEMM once, in warm batched
-workers, through the plugin's collector (docs/datagen.md, "Real-model shapes").
+workers, through the plugin's collector (docs/datagen.md, "The cheaper way").
 
 Output: one CSV per (suite, mode), ``<prefix>_<suite>_<mode>_gemms.csv``, with the columns ``--shapes``
 reads (``m,k,n,transpose_left,transpose_right,dtype,allow_tf32``) plus ``op`` (the aten ops that called

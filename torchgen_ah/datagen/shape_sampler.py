@@ -3,7 +3,7 @@
 Sample ``i`` of a run is a pure function of ``(seed, i)`` (``sample_mm_input(seed, i)``), so any number of
 workers, shards and restarts agree on which input index ``i`` is without talking to each other.
 
-The distribution follows torch's upstream generator (DESIGN.md section 5):
+The distribution follows upstream's mm data generator (torchgen's ``_autoheuristic/mm/gen_data_mm.py``):
 
 * each of m, k, n independently: 85% a multiple of 128 in [2^10, 2^17] (a power range [2^p, 2^(p+1)] with
   p uniform in 10..16, then a uniform multiple of 128 inside it), 10% a power of two 2^0..2^17, 4% uniform

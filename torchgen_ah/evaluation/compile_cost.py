@@ -12,16 +12,21 @@ Modes (environment of the process; the plugin reads it at ``import torch``):
 
 - ``off``: ``torch.compile`` without max-autotune; plugin off.
 - ``default``: ``mode="max-autotune-no-cudagraphs"``; plugin off, torch's AutoHeuristic off.
+- ``aten_only``: max-autotune with aten as the only GEMM backend; plugin off.
 - ``builtin_ah``: max-autotune with torch's own ``TORCHINDUCTOR_AUTOHEURISTIC_USE=mm``; plugin off.
-- ``ours_k10`` / ``ours_adaptive`` / ``ours_k1``: max-autotune, plugin in use mode for mm and addmm,
+- ``fast``: max-autotune, plugin in use mode (``OURS_USE``) with its defaults: fast mode.
+- ``ours_k10`` / ``ours_adaptive`` / ``ours_k1``: max-autotune, plugin in use mode (``OURS_USE``),
   ``AH_PLUGIN_TOP_K``.
 - ``ours_top1``: the ranking's first choice alone (no aten kept, ``AH_PLUGIN_MIN_CHOICES=1``): Inductor
   benchmarks nothing and compiles that one kernel once, the floor of what a ranking can cost.
 - ``cache``: max-autotune, results cache enabled and filled beforehand by a ``cache_record`` process
   (tuning on) over the same shapes; the measured process only reads it.
+- ``replay_all``: the plugin's collector on mm over default's space: every candidate timed by CUDA-graph
+  replay, twice per shape (the reference the timing methods' picks are graded on, ``kernel_times``).
 
 Writes ``compile_cost.json`` ({op: {"compile_seconds": {mode: mean}, "autotune_seconds": {mode: mean}}}, the
-input of ``torchgen_ah.evaluate --compile-cost``), ``compile_cost.csv`` (per shape) and a markdown table.
+input of ``torchgen_ah.evaluate --compile-cost``), ``compile_cost.csv`` (per shape) and a markdown table; on
+a GPU the table also holds each mode's compiled kernel timed by CUDA-graph replay.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_resul
 from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
 
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
-# Measured in this order so that a time budget keeps the modes the issue's bars need.
+# Measured in this order so that a time budget keeps the modes the evaluation's bars need.
 ALL_MODES = ("off", "default", "fast", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1",
              "replay_all", "aten_only")
 # aten_only: max-autotune with aten as the only GEMM backend, plugin off: what max-autotune costs besides
@@ -197,6 +202,13 @@ def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, modu
             return 124
 
 
+def run_worker(spec_path: str, worker) -> int:
+    """The ``--worker SPEC`` side of a mode's process: ``worker`` on the JSON spec the parent wrote."""
+    with open(spec_path, encoding="utf-8") as f:
+        worker(json.load(f))
+    return 0
+
+
 def pick_device(device: str | None) -> str:
     """The ``--device`` argument, or cuda when this machine has one, else cpu."""
     if device is not None:
@@ -291,9 +303,7 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        with open(args.worker, encoding="utf-8") as f:
-            worker(json.load(f))
-        return 0
+        return run_worker(args.worker, worker)
     try:
         all_shapes = read_shapes(args.shapes_file)
         shapes = all_shapes[: args.shapes]

@@ -42,6 +42,7 @@ from torchgen_ah.evaluation.compile_cost import (
     read_results,
     run_mode,
     run_steps,
+    run_worker,
 )
 from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
 
@@ -255,9 +256,7 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        with open(args.worker, encoding="utf-8") as f:
-            worker(json.load(f))
-        return 0
+        return run_worker(args.worker, worker)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in models if m not in KNOWN_MODELS] + [m for m in modes if m not in ALL_MODES]

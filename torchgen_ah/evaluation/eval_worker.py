@@ -8,10 +8,11 @@ autotune results caches are off, so each repetition re-benchmarks every choice; 
 (a fresh ``TORCHINDUCTOR_CACHE_DIR`` per run) stays on, so repetitions skip recompiling the kernels
 (measured on the CPU path: 48 s for the first autotuning, 1.6 s for the next).
 
-Timing is Inductor's own benchmarker (the plugin only logs what it measured): on CUDA,
-``InductorBenchmarker.benchmark_gpu`` zeroes a buffer the size of the L2 cache before every timed call,
-so a small kernel never runs from a warm L2 (no input rotation needed), and reports the minimum over its
-iterations; the repetitions here then take the median of those minima across autotunings.
+Timing follows the plugin's setting (``AH_PLUGIN_TIMING``): on CUDA by default each candidate is timed by
+CUDA-graph replay (``ah_plugin.replay_timing``); with ``per_call``, by Inductor's own benchmarker
+(``InductorBenchmarker.benchmark_gpu`` zeroes a buffer the size of the L2 cache before every timed call,
+so a small kernel never runs from a warm L2, and reports the minimum over its iterations). The timing
+table then takes the median of each choice's times across autotunings.
 
 Run by ``torchgen_ah.evaluate`` as ``python -m torchgen_ah.evaluation.eval_worker SPEC.json`` (the documented
 name ``python -m torchgen_ah.eval_worker`` is the same command) where the spec names the shapes, the output
@@ -66,7 +67,8 @@ def make_case(torch, row: dict, device: str):
     t1, t2 = row["layout"][0] == "T", row["layout"][1] == "T"
     op = row["op"]
     if op == "packed_linear":
-        # CPU freezing path (DESIGN.md section 3): a constant weight under no_grad lowers to packed_linear.
+        # CPU freezing path: a constant weight under no_grad lowers to packed_linear, the GEMM Inductor
+        # autotunes on the CPU.
         class Linear(torch.nn.Module):
             def __init__(self):
                 super().__init__()

@@ -1,6 +1,6 @@
 """Ship check for MMRankingH200: re-score a committed H200 evaluation run with it, beside the packaged ranking.
 
-Why: the issue-5 bar (``benchmarks/h200_quality.py``) scores rankers on held-out inputs of our own
+Why: the held-out bar (``benchmarks/h200_quality.py``) scores rankers on held-out inputs of our own
 collection, which has few small-M (decoding) shapes. The evaluation run (``torchgen_ah.evaluate``:
 real-model shapes, each timed on default's choices and on the wider searched space) is a second test
 set, scored the way the plugin's USE policy runs. Re-scoring it needs no GPU: the run's logs hold every
@@ -39,7 +39,8 @@ from torchgen_ah.training.train_decision import SPARSE_GRID
 
 POLICIES = (("ours_k10", 10, False), ("ours_adaptive", "adaptive", False), ("ours_k1", 1, False),
             ("ours_top1", 1, True))
-#: issue 6's "Fast" bar: adaptive k may be at most this much slower than default's pick on any input
+#: the evaluation's "Fast" bar (docs/evaluate.md): adaptive k may be at most this much slower than default's
+#: pick on any input
 WORST_BAR = 1.10
 PACKAGED, H200 = f"packaged without {hq.H200_NAME}", f"{hq.H200_NAME} (all H200 data)"
 #: the policies whose geomean must not get worse (resolved, by the paired interval) for MMRankingH200 to ship
@@ -154,7 +155,7 @@ def summary_lines(summary: pd.DataFrame) -> list[str]:
 
 def verdict(per_input: pd.DataFrame) -> tuple[str, bool]:
     """Whether the H200 artifact keeps the evaluation's bars, at k=10 and adaptive k (GUARDED): every
-    regret finite, no input over WORST_BAR (issue 6's worst case, held at k=10 too so that one large
+    regret finite, no input over WORST_BAR (the Fast bar's worst case, held at k=10 too so that one large
     loss cannot hide in a geomean), and a geomean not resolved worse than the packaged ranking's
     (per-input ratio of the regrets vs default's pick, 95% paired bootstrap interval above 1). Why an
     interval: on a few dozen inputs, two inputs trading places move the geomean in the fourth decimal."""

@@ -1,7 +1,7 @@
-"""Issue-5 bar: MMRankingH200 vs torch's shipped and our regenerated MMRankingH100 on held-out H200 inputs.
+"""The held-out bar: MMRankingH200 vs torch's shipped and our regenerated MMRankingH100 on held-out H200 inputs.
 
 Protocol. Every input of the H200 logs (main random file and real-model files) is held out when
-int(sha1(key), 16) % 5 == 0 (torchgen_ah.data.heldout, the issue-2 split). MMRankingH200 is trained on the
+int(sha1(key), 16) % 5 == 0 (torchgen_ah.data.heldout, the sha1mod5 split). MMRankingH200 is trained on the
 other inputs with the foundation's trainer and our H100 regeneration's flags (--ranking 10 --save-dot,
 real-model files as --data extra training data, weight 3) plus --holdout sha1mod5 and
 --device-name "NVIDIA H200"; the artifact goes to --out-dir (a temporary folder by default; never to

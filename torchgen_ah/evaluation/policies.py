@@ -262,7 +262,7 @@ def summarize(per_input: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-# -- the issue's bars ---------------------------------------------------------------------------------
+# -- the bars (docs/evaluate.md) ----------------------------------------------------------------------
 
 
 @dataclass
@@ -291,7 +291,7 @@ def check_bars(
     autotune_seconds: dict | None = None,
     compile_seconds: dict | None = None,
 ) -> list[Bar]:
-    """The issue's three operating points against default max-autotune's pick.
+    """The three operating points (Fast, Quality, Cache) against default max-autotune's pick.
 
     autotune_seconds: policy -> autotune seconds per mm (compile cost, same policy names).
     compile_seconds: policy -> compile seconds per mm; needs "cache" and "off" for the cache bar.
@@ -299,32 +299,28 @@ def check_bars(
     rows = {r["policy"]: r for r in summary.to_dict("records")}
     bars = []
 
-    if fast_policy in rows:
-        r = rows[fast_policy]
-        share, how = _time_share(r, fast_policy, autotune_seconds)
-        ok = r["gmean_vs_default"] <= 1.01 and r["max_vs_default"] <= 1.10 and share <= 0.25
-        bars.append(Bar(
-            f"Fast ({fast_policy})", bool(ok),
-            f"geomean {r['gmean_vs_default']:.4f}x of default's pick (bar <= 1.01), "
-            f"worst {r['max_vs_default']:.3f}x (bar <= 1.10), {how} (bar <= 25%)"
-            f"; {r['fallbacks']} of {r['inputs']} inputs fell back to default's set",
-        ))
-    else:
-        bars.append(Bar(f"Fast ({fast_policy})", None, "policy not scored"))
+    def scored(label: str, policy: str, verdict) -> Bar:
+        """The bar of a policy that was scored: ``verdict(row, time share, how) -> (ok, detail)``."""
+        if policy not in rows:
+            return Bar(f"{label} ({policy})", None, "policy not scored")
+        r = rows[policy]
+        ok, detail = verdict(r, *_time_share(r, policy, autotune_seconds))
+        return Bar(f"{label} ({policy})", bool(ok),
+                   f"{detail}; {r['fallbacks']} of {r['inputs']} inputs fell back to default's set")
 
-    if quality_policy in rows:
-        r = rows[quality_policy]
-        share, how = _time_share(r, quality_policy, autotune_seconds)
+    def fast(r, share, how):
+        return (r["gmean_vs_default"] <= 1.01 and r["max_vs_default"] <= 1.10 and share <= 0.25,
+                f"geomean {r['gmean_vs_default']:.4f}x of default's pick (bar <= 1.01), "
+                f"worst {r['max_vs_default']:.3f}x (bar <= 1.10), {how} (bar <= 25%)")
+
+    def quality(r, share, how):
         speedup = 1.0 / r["gmean_vs_default"] if r["gmean_vs_default"] > 0 else math.nan
-        ok = speedup >= 1.03 and r["max_vs_default"] <= 1.02 and share <= 1.0
-        bars.append(Bar(
-            f"Quality ({quality_policy})", bool(ok),
-            f"geomean speedup {speedup:.4f}x over default's pick (bar >= 1.03, aim 1.05), "
-            f"worst {r['max_vs_default']:.3f}x slower (bar <= 1.02), {how} (bar <= 100%)"
-            f"; {r['fallbacks']} of {r['inputs']} inputs fell back to default's set",
-        ))
-    else:
-        bars.append(Bar(f"Quality ({quality_policy})", None, "policy not scored"))
+        return (speedup >= 1.03 and r["max_vs_default"] <= 1.02 and share <= 1.0,
+                f"geomean speedup {speedup:.4f}x over default's pick (bar >= 1.03, aim 1.05), "
+                f"worst {r['max_vs_default']:.3f}x slower (bar <= 1.02), {how} (bar <= 100%)")
+
+    bars.append(scored("Fast", fast_policy, fast))
+    bars.append(scored("Quality", quality_policy, quality))
 
     if "cache" in rows:
         r = rows["cache"]

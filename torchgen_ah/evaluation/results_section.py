@@ -6,19 +6,27 @@ several of them can update one file without touching each other's figures. Stand
 
 from __future__ import annotations
 
+import datetime
 import os
 
 #: the first line of a benchmarks results file that a benchmark creates
 BENCHMARK_TITLE = "# Benchmark results\n"
 
 
-def update_results_section(path: str, section: str, body: str, title: str = "") -> None:
+def update_results_section(path: str, section: str, body: str, title: str = "", day: str | None = None) -> None:
     """Replace (or append) the text between ``<!-- BEGIN section -->`` and ``<!-- END section -->``.
 
-    ``title``: the first line of the file when it does not exist yet.
+    ``title``: the first line of the file when it does not exist yet. The body's heading (its first line, when
+    it is one) is followed by the day it was written (``day``, default today), so every figure carries its date.
     """
     begin, end = f"<!-- BEGIN {section} -->", f"<!-- END {section} -->"
     text = open(path, encoding="utf-8").read() if os.path.exists(path) else title
+    stamp = f"_Written {day or datetime.date.today().isoformat()}._"
+    lines = body.strip().splitlines()
+    if lines and lines[0].startswith("#"):
+        body = "\n".join([lines[0], "", stamp, *lines[1:]])
+    else:
+        body = "\n".join([stamp, "", *lines])
     block = f"{begin}\n{body.rstrip()}\n{end}"
     if begin in text and end in text:
         head, rest = text.split(begin, 1)

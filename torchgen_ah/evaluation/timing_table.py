@@ -2,7 +2,7 @@
 
 Every policy (default max-autotune, the built-in AutoHeuristic, our heuristic at each k, the results
 cache) is scored on this one table, so no policy is flattered or punished by process-to-process noise
-(DESIGN.md section 2: the same kernel's time differed by up to 1.5x between processes).
+(the same kernel's time differs by up to 1.5x between processes).
 
 The table is built from AutoHeuristic logs written by the plugin's collector while one process per
 input autotuned that input several times:

@@ -3,7 +3,7 @@
 Every run is a fresh process timing the first call of `torch.compile(model)` (a 2-layer BERT encoder from
 `transformers` with random weights, bf16, batch 8 x 128 tokens; an MLP stand-in when `transformers` is
 missing or `--model mlp|tiny` asks for it). On the CPU, freezing is on in every run, so that linears are
-lowered as `packed_linear` and have GEMM choices (DESIGN.md section 3).
+lowered as `packed_linear`, the GEMM Inductor autotunes on the CPU, and have GEMM choices.
 
 Runs (`off` is shared; the other three come in two variants):
 
@@ -27,7 +27,7 @@ Two phases per run:
 
 Counted per run: the GEMM autotunings Inductor benchmarked and their choices (a feedback saver), the
 non-GEMM autotunings (Triton pointwise/reduction config benchmarks and coordinate-descent searches), and
-the cache's choices (verbose level 2). The bar (issue 4), printed per variant and phase: cache-hit
+the cache's choices (verbose level 2). The bar, printed per variant and phase: cache-hit
 compile within 10% of max-autotune off, zero GEMM benchmarks, no more non-GEMM autotunings than off (on
 the GPU off too benchmarks a few reduction configs at first call), the same kernels as the tuning run chose.
 

@@ -78,7 +78,7 @@ _DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 # input: only used to keep expensive inputs out of shared batches and, optionally, out of a budgeted run.
 # Rates for the cost estimate (batching, --max-estimated-ms), not for any measurement. fp32 without TF32
 # is set well below the H200's nominal 67 TFLOP/s: Triton's candidates take the FMA path there, and a
-# batch of such inputs estimated at <= 20 ms per call still outlasted a 5-minute budget (2026-11-29).
+# batch of such inputs estimated at <= 20 ms per call still outlasted a 5-minute budget on the H200.
 _NOMINAL_FLOPS = {"bfloat16": 8e14, "float16": 8e14, "float32_tf32": 4e14, "float32": 1.5e13}
 _NOMINAL_BYTES_PER_S = 4e12
 COMPILE_MODE = "max-autotune-no-cudagraphs"
@@ -211,7 +211,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
     def work_estimate(self, batch, args) -> float:
         """Rough H200 seconds of a batch, for dealing batches to torchrun ranks: per input a fixed share
         (the warm-up compile of its candidates) and per repetition a part that grows with the call's time
-        (every candidate benchmarked). Fitted on a one-GPU run of 10 inputs (RESULTS.md, multi-GPU)."""
+        (every candidate benchmarked). Fitted on a one-GPU H200 run of 10 inputs (benchmarks/RESULTS.md,
+        multigpu_collect)."""
         return sum(_WORK_PER_INPUT_S + args.num_reps * (_WORK_PER_REP_S + _WORK_PER_REP_PER_CALL_MS
                                                         * estimated_call_ms(MMInput.from_dict(t.spec)))
                    for t in batch)
@@ -489,7 +490,7 @@ def _set_tf32(torch, enabled: bool) -> None:
     (``allow_tf32``, read by Inductor's templates) and the per-backend ``fp32_precision`` (read by the
     plugin) in step. Setting only ``backends.cuda.matmul.fp32_precision`` leaves the global precision
     unset, and Inductor's autotune cache lookup then fails every fp32 compile ("mix of the legacy and new
-    APIs", H200 run of 2026-11-29)."""
+    APIs" on the H200)."""
     torch.set_float32_matmul_precision("high" if enabled else "highest")
 
 

@@ -31,14 +31,14 @@ from torchgen_ah.training.train_decision import (
     metrics_markdown,
     median_time_matrix,
     require_usable,
-    train,
 )
+from torchgen_ah.training.estimator import RankingTrainer
 
 DEFAULT_CHOICE = "extern_mm"
 #: each extra dataset counts this many times (upstream appended TIMM and HF three times each)
 EXTRA_WEIGHT = 3.0
 
-#: upstream's derived mm features (DESIGN.md section 5); expressions read floats, see FeatureSpec
+#: upstream's derived mm features (those of torch's shipped mm heuristics); expressions read floats, see FeatureSpec
 MM_DERIVED = [
     ("m*k", 'x["m"] * x["k"]'),
     ("m*n", 'x["m"] * x["n"]'),
@@ -77,7 +77,7 @@ def mm_feature_spec(metadata: dict) -> FeatureSpec:
 
 
 def _check_same_device(main_md: dict, other_md: dict, path: str) -> None:
-    keys = ("name", "device_capa", "shared_memory", "numerical_features", "categorical_features")
+    keys = ("name", "device_capa", "shared_memory", "numerical_features", "categorical_features", "timing")
     diff = metadata_differences(main_md, other_md, keys)
     if diff:
         raise ValueError(f"{path}:1: metadata differs from the main dataset's in {', '.join(diff)}")
@@ -107,15 +107,14 @@ def run(main_path: str, heuristic_name: str, *, ranking: int = 10,
         extras.append(table)
     log(f"parsed {1 + len(extras)} file(s) in {time.perf_counter() - start:.1f} s: "
         + ", ".join(f"{t.name} {len(t.keys)} inputs x {len(t.choices)} choices" for t in [main] + extras))
-    result = train(main, extras, mm_feature_spec(metadata), k=ranking, default=DEFAULT_CHOICE,
-                   holdout=holdout, grid=grid, log=log)
+    trainer = RankingTrainer(k=ranking, default=DEFAULT_CHOICE, holdout=holdout, grid=grid, log=log)
+    result = trainer.fit(main, extras, mm_feature_spec(metadata)).result_
 
     os.makedirs(out_dir, exist_ok=True)
     base = os.path.join(out_dir, f"_{heuristic_name}")
     sources = [f"{main_name} ({os.path.basename(main_path)})"] + [
         f"{n} ({os.path.basename(p)}, x{EXTRA_WEIGHT:g})" for n, p in data]
-    src = codegen.generate_artifact(result.model, heuristic_name, metadata, device_names=device_names,
-                                    command=command, sources=sources)
+    src = trainer.to_artifact(heuristic_name, metadata, device_names=device_names, command=command, sources=sources)
     with open(base + ".py", "w") as f:
         f.write(src)
     dot_path = None

@@ -80,7 +80,8 @@ def generate_artifact(model: RankingTree, heuristic_name: str, metadata: dict, *
                       sources: list[str] | None = None) -> str:
     """Python source of the artifact class `heuristic_name`.
 
-    metadata: the training log's metadata ("name", "device_capa", "shared_memory", feature lists).
+    metadata: the training log's metadata ("name", "device_capa", "shared_memory", feature lists, and
+        "timing" when its choices were timed by CUDA-graph replay: fast mode trusts such an artifact's templates).
     command: how it was generated (written in the header so a reader can regenerate it).
     """
     spec = model.spec
@@ -96,6 +97,9 @@ def generate_artifact(model: RankingTree, heuristic_name: str, metadata: dict, *
     header.append(f"# tree: {model.tree.get_depth()} levels, {model.tree.get_n_leaves()} leaves, "
                   f"{len(model.choices)} choices")
     choices = "\n".join(f"{_INDENT * 2}{c!r}," for c in model.choices)
+    # how the training data's candidates were timed; written only for CUDA-graph replay data, so artifacts
+    # from per-call data (upstream's, and every log without the mark) stay byte for byte as they were
+    timing = f"\n{_INDENT}timing = {metadata['timing']!r}" if metadata.get("timing") else ""
     categories = "\n".join(f"{_INDENT * 2}{col!r}: {tuple(spec.categories[col])!r},"
                            for col in spec.categorical)
     src = f'''{chr(10).join(header)}
@@ -117,7 +121,7 @@ class {heuristic_name}:
     op_name = {metadata["name"]!r}
     device_capa = {capa!r}
     shared_memory = {int(metadata["shared_memory"])!r}
-    device_names = {tuple(device_names)!r}
+    device_names = {tuple(device_names)!r}{timing}
     numerical_features = {list(spec.numerical)!r}
     categorical_features = {list(spec.categorical)!r}
     derived_features = {[n for n, _ in spec.derived]!r}

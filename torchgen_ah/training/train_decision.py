@@ -584,7 +584,7 @@ def train(main: MedianTimeMatrix, extras: list[MedianTimeMatrix], spec: FeatureS
           log=print) -> TrainResult:
     """Split by input, grid-search on the validation inputs, refit on train + validation, report.
 
-    holdout "none": every input is used (the shipped artifacts); "sha1mod5": the issue-2 protocol, held
+    holdout "none": every input is used (the shipped artifacts); "sha1mod5": the held-out protocol, held
     out inputs of every file are never trained on and are reported per file; "sha1mod5:B": bucket B held
     out instead (rotations). Validation: 4-fold cross-validation over the four sha1 % 5 buckets that are
     not held out (``heldout.validation_folds``), used only to pick the grid point.

@@ -18,8 +18,8 @@ import os
 import sys
 
 from ah_plugin import command_line
-from torchgen_ah.training import codegen
 from torchgen_ah.training import train_decision as td
+from torchgen_ah.training.estimator import RankingTrainer
 from torchgen_ah.data.ah_log import feature_columns, read_log
 from torchgen_ah.training.output_folder import FLAG as INTO_PACKAGE, output_folder
 
@@ -29,18 +29,14 @@ SMALL_GRID = {"max_depth": [3, 5], "min_samples_leaf": [1], "criterion": ["entro
 CROSS_VALIDATION_MIN_INPUTS = 20
 
 
-def grid_first(grid: dict) -> dict:
-    """The first point of a grid (each parameter's first value)."""
-    return {name: values[0] for name, values in sorted(grid.items())}
-
-
 def load_tables(paths: list[str]) -> tuple[td.MedianTimeMatrix, list[td.MedianTimeMatrix], dict]:
     """Timing tables of the logs (the first is the main one); every log must share the metadata."""
     tables, metadata = [], None
     for path in paths:
         log = read_log(path)
         meta = {k: log.metadata[k] for k in ("name", "device_capa", "shared_memory",
-                                             "numerical_features", "categorical_features")}
+                                             "numerical_features", "categorical_features", "timing")
+                if k in log.metadata}
         if metadata is None:
             metadata = meta
         elif _comparable(meta) != _comparable(metadata):
@@ -67,23 +63,17 @@ def train_from_log(paths, *, heuristic_name: str, out_dir: str, device_names=(),
         paths = [os.fspath(paths)]
     main, extras, metadata = load_tables(list(paths))
     choices = sorted(set(main.choices).union(*[t.choices for t in extras]))
-    default = default_choice or aten_choice(choices)
     spec = td.FeatureSpec(list(metadata["numerical_features"]), list(metadata["categorical_features"]))
     inputs = len(main.keys) + sum(len(t.keys) for t in extras)
-    if inputs < CROSS_VALIDATION_MIN_INPUTS:
-        # too few inputs to hold any out: fit once on all of them (a demo, a CI test)
-        tables = [main] + list(extras)
-        spec = spec.fit([t.features for t in tables])
-        params = grid_first(grid or SMALL_GRID)
-        log(f"  {inputs} inputs: no validation split; fitting {params} on all of them")
-        model = td.fit_ranking_tree(td.stack(tables, spec, choices), spec, choices, default=default, k=k,
-                                    **params)
-    else:
-        model = td.train(main, extras, spec, k=k, default=default,
-                         grid=grid or (SMALL_GRID if inputs < 200 else None), log=log).model
+    # too few inputs to hold any out (a demo, a CI test): one fit on all of them
+    trainer = RankingTrainer(k=k, default=default_choice or aten_choice(choices),
+                             grid=grid or (SMALL_GRID if inputs < 200 else None),
+                             cross_validate=inputs >= CROSS_VALIDATION_MIN_INPUTS, log=log)
+    if not trainer.cross_validate:
+        trainer.set_params(grid=grid or SMALL_GRID)
+    trainer.fit(main, extras, spec)
     names = " ".join(os.path.basename(p) for p in paths)
-    source = codegen.generate_artifact(
-        model,
+    source = trainer.to_artifact(
         heuristic_name,
         metadata,
         device_names=tuple(device_names),

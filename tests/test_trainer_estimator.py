@@ -1,0 +1,59 @@
+"""The trainer as an estimator: parameters in __init__, fit returns the estimator, fitted attributes end in
+an underscore, rank answers for a plain dict of features, exactly as the generated artifact does."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from ah_plugin import features, log_format
+from torchgen_ah.training.estimator import NotFittedError, RankingTrainer
+from torchgen_ah.training.train_decision import FeatureSpec
+from torchgen_ah.training.train_generic import load_tables
+
+T1 = "type=triton_BLOCK-M=64_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4"
+
+
+def _log(path):
+    """Small inputs favour the template, large ones aten (times in ms)."""
+    meta = None
+    for m in (16, 32, 64, 128, 1024, 2048, 4096, 8192):
+        tensors = [{"size": [m, 64], "stride": [64, 1], "dtype": "torch.float16"},
+                   {"size": [64, 48], "stride": [48, 1], "dtype": "torch.float16"}]
+        feats, num, cat = features.op_features("mm", tensors, False)
+        meta = features.log_metadata(features.metadata("mm", num, cat, (9, 0), 232448, "gpu"))
+        rows = [log_format.format_row(meta, features.ordered_features(feats, num, cat), choice, ms)
+                for choice, ms in (("extern_mm", 1.0), (T1, 0.5 if m < 1000 else 2.0))]
+        log_format.append_rows(str(path), meta, rows, log_format.header_columns(meta))
+    return path
+
+
+def test_fit_returns_the_estimator_and_rank_matches_the_artifact(tmp_path):
+    main, extras, metadata = load_tables([str(_log(tmp_path / "log.txt"))])
+    trainer = RankingTrainer(k=2, default="extern_mm", grid={"max_depth": [2], "min_samples_leaf": [1],
+                                                              "criterion": ["entropy"]}, cross_validate=False,
+                             log=lambda *_: None)
+    assert trainer.get_params()["k"] == 2 and not hasattr(trainer, "model_")
+    with pytest.raises(NotFittedError):
+        trainer.rank({"m": 16})
+    spec = FeatureSpec(list(metadata["numerical_features"]), list(metadata["categorical_features"]))
+    assert trainer.fit(main, extras, spec) is trainer
+    assert trainer.choices_ == sorted(["extern_mm", T1]) and trainer.best_params_ == {
+        "criterion": "entropy", "max_depth": 2, "min_samples_leaf": 1}
+    rows = main.features.to_dict("records")
+    small = next(r for r in rows if int(r["m"]) == 16)
+    large = next(r for r in rows if int(r["m"]) == 8192)
+    assert trainer.rank(small)[0][0] == T1 and trainer.rank(large)[0][0] == "extern_mm"
+
+    # the generated artifact gives the same answers for the same plain dicts
+    path = tmp_path / "_MMRankingEstimator.py"
+    path.write_text(trainer.to_artifact("MMRankingEstimator", metadata))
+    spec_ = importlib.util.spec_from_file_location("estimator_artifact", path)
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    artifact = module.MMRankingEstimator()
+    for row in (small, large):
+        assert [c for c, _ in artifact.rank(row)] == [c for c, _ in trainer.rank(row)]
+    with pytest.raises(ValueError, match="unknown parameter"):
+        trainer.set_params(depth=3)
