@@ -77,6 +77,14 @@ def activate_from_environment() -> None:
     except Exception:
         uninstall()
         raise
+    _exit_line_if_verbose()
+
+
+def _exit_line_if_verbose() -> None:
+    """With verbose output on, the one-line summary of what the plugin did is printed at exit."""
+    from . import exit_summary
+
+    exit_summary.register_if_verbose()
 
 
 def finish_pending_activation() -> None:
@@ -147,6 +155,7 @@ def install(
     )
     inductor.install()
     _sync_policies()
+    _exit_line_if_verbose()
 
 
 def uninstall() -> None:
@@ -180,8 +189,10 @@ def enabled(**kwargs):
 
 
 def status() -> dict:
-    """Whether the hooks are in, the effective settings, the policies asked (in order), collect stats."""
-    from . import registry, settings
+    """Whether the hooks are in, the effective settings, the policies asked (in order), and what each of
+    ours did: ``collect_stats`` (inputs and rows logged), ``use_stats`` (choices offered and kept),
+    ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``."""
+    from . import cpu_gemm, registry, settings
 
     inductor = sys.modules.get("ah_plugin.inductor")  # not imported: the plugin was never switched on
     out = {
@@ -191,6 +202,13 @@ def status() -> dict:
     }
     if "collector" in _OURS:
         out["collect_stats"] = _OURS["collector"].stats
+    if "ranking" in _OURS:
+        out["use_stats"] = _OURS["ranking"].stats
+    if "cache" in _OURS:
+        from . import tunable
+
+        out["cache_stats"] = tunable.get_stats()
+    out["cpu_gemms_not_autotuned"] = cpu_gemm.counts["not_autotuned"]
     return out
 
 

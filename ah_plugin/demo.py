@@ -4,10 +4,14 @@
     python -m ah_plugin.demo --quick      # one layer shape; collect, train, use
     python -m ah_plugin.demo --baseline   # also Inductor's default max-autotune first, for comparison
 
-On a CUDA machine the model's matmuls are ``mm`` autotuned over Triton templates; on the CPU they are
-``packed_linear`` (``freezing`` on, weights constant under ``no_grad``), autotuned over MKL and the C++
-GEMM template. Each mode runs in a fresh process with a fresh Inductor cache directory, so compile
-times are honest, and prints: compile seconds, choices benchmarked, and whether outputs matched eager.
+Every mode sets the variables as the README shows them (``TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=mm``,
+``..._USE=mm``). On a CUDA machine the model's matmuls are ``mm`` autotuned over Triton templates. On the
+CPU, Inductor autotunes a GEMM only when its weight is a constant (``freezing`` on, the model run under
+``no_grad``), and names it ``packed_linear`` (MKL against the C++ GEMM template), which ``mm`` covers; so
+the CPU demo runs its model that way. Each mode runs in a fresh process with a fresh Inductor cache
+directory, so compile times are honest, and prints: compile seconds (the compiled model's first calls),
+the mode's whole time (a fresh Python importing torch included), choices benchmarked, and whether outputs
+matched eager. Progress lines come from the worker as it goes.
 
 Modes: ``default`` (plugin off), ``collect`` (every choice timed and logged), ``use`` (the artifact
 trained from that log prunes autotuning), ``cache-record`` (the results cache records each winner) and
@@ -25,9 +29,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
+from ah_plugin import command_line
+
 RESULT_PREFIX = "AH_DEMO_RESULT "
+PROGRESS_PREFIX = "AH_DEMO_PROGRESS "
 
 # variables a mode sets; all removed from the parent's environment first so modes do not leak
 _MODE_VARIABLE_PREFIXES = ("TORCHINDUCTOR_AUTOHEURISTIC_", "AH_PLUGIN_", "AH_TUNABLE_")
@@ -39,19 +47,51 @@ _MODE_VARIABLE_PREFIXES = ("TORCHINDUCTOR_AUTOHEURISTIC_", "AH_PLUGIN_", "AH_TUN
 
 
 def workload(quick: bool, cuda: bool) -> dict:
-    """Layer widths, batch sizes, dtype and the op Inductor autotunes for them."""
+    """Layer widths, batch sizes, dtype, the op Inductor autotunes for them ("op") and the name the
+    variables give ("request": mm, as the README)."""
     if cuda:
         dims = [1024, 2048, 512] if not quick else [1024, 2048]
         return {"dims": dims, "batches": [512] if quick else [256, 2048], "dtype": "bfloat16", "op": "mm",
-                "device": "cuda", "compile_mode": "max-autotune-no-cudagraphs"}
+                "request": "mm", "device": "cuda", "compile_mode": "max-autotune-no-cudagraphs"}
     dims = [64, 96, 48] if not quick else [64, 96]
-    return {"dims": dims, "batches": [32], "dtype": "float32",
-            "op": "packed_linear", "device": "cpu", "compile_mode": "max-autotune"}
+    return {"dims": dims, "batches": [32], "dtype": "float32", "op": "packed_linear", "request": "mm",
+            "device": "cpu", "compile_mode": "max-autotune"}
+
+
+def progress(message: str) -> None:
+    """A progress line from the worker (the driver prints it as it comes)."""
+    print(PROGRESS_PREFIX + message, flush=True)
+
+
+class Heartbeat:
+    """Inside: a progress line every ``every`` seconds, so a long compile never looks like a hang."""
+
+    def __init__(self, what: str, every: float = 15.0):
+        self.what, self.every = what, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def _beat(self) -> None:
+        start = time.perf_counter()
+        while not self._stop.wait(self.every):
+            progress(f"... still {self.what} ({time.perf_counter() - start:.0f} s)")
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
 
 
 def run_worker(spec: dict) -> dict:
     """Compile the model for each batch size; return compile time, autotunings, eager agreement."""
+    started = time.perf_counter()
     import torch
+
+    progress(f"torch imported in {time.perf_counter() - started:.0f} s")
 
     from ah_plugin import inductor  # the worker process needs the adapter: it is switched on anyway
     from ah_plugin.inductor import compile_tools
@@ -107,11 +147,18 @@ def run_worker(spec: dict) -> dict:
                 compiled = compiled_of[id(model)] = torch.compile(model, mode=spec["compile_mode"], dynamic=False)
             x = torch.randn(rows, cols, dtype=dtype, device=device)
             expected = model(x)
+            progress(f"compiling for a {rows}x{cols} input (max-autotune: lower, autotune, generate code) ...")
+            before = len(records)
             start = time.perf_counter()
-            out = compiled(x)
-            if device == "cuda":
-                torch.cuda.synchronize()
-            compile_s += time.perf_counter() - start
+            with Heartbeat("compiling"):
+                out = compiled(x)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            compile_s += seconds
+            timed = sum(len(a["timed"]) for a in records[before:])
+            progress(f"compiled in {seconds:.1f} s: {plural(len(records) - before, 'autotuning')}, "
+                     f"{plural(timed, 'choice')} benchmarked")
             err = (out.float() - expected.float()).abs().max().item()
             max_err = max(max_err, err)
             matched &= bool(torch.allclose(out.float(), expected.float(), atol=tol, rtol=tol))
@@ -137,26 +184,43 @@ def clean_environment(extra: dict, cache_dir: str) -> dict:
     return env
 
 
-def run_mode(name: str, spec: dict, workdir: str, extra_env: dict, timeout: float = 600) -> dict:
-    """Run one mode in a fresh process with a fresh Inductor cache dir; return the worker's result."""
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def run_mode(name: str, spec: dict, workdir: str, extra_env: dict, timeout: float = 600,
+             on_progress=None) -> dict:
+    """Run one mode in a fresh process with a fresh Inductor cache dir; return the worker's result.
+    ``on_progress(line)`` gets the worker's progress lines as they come."""
     cache_dir = os.path.join(workdir, f"inductor-cache-{name}")
     os.makedirs(cache_dir, exist_ok=True)
     env = clean_environment(extra_env, cache_dir)
     start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "ah_plugin.demo", "--worker", json.dumps(spec)],
-        env=env, capture_output=True, text=True, timeout=timeout,
-    )
+    result, stdout = None, []
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "ah_plugin.demo", "--worker", json.dumps(spec)],
+                                env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                if line.startswith(RESULT_PREFIX):
+                    result = json.loads(line[len(RESULT_PREFIX):])
+                elif line.startswith(PROGRESS_PREFIX) and on_progress is not None:
+                    on_progress(line[len(PROGRESS_PREFIX):].rstrip("\n"))
+                else:
+                    stdout.append(line)
+            proc.wait()
+        finally:
+            watchdog.cancel()
+        err.seek(0)
+        stderr = err.read()
     wall = time.perf_counter() - start
-    result = None
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            result = json.loads(line[len(RESULT_PREFIX):])
     if proc.returncode != 0 or result is None:
         raise RuntimeError(
-            f"demo mode {name!r} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+            f"demo mode {name!r} failed (exit {proc.returncode}):\n{''.join(stdout)[-3000:]}\n{stderr[-6000:]}"
         )
-    result.update(mode=name, wall_s=wall, env={k: v for k, v in extra_env.items()}, stderr=proc.stderr)
+    result.update(mode=name, wall_s=wall, env={k: v for k, v in extra_env.items()}, stderr=stderr)
     return result
 
 
@@ -193,6 +257,7 @@ def summarize(result: dict) -> dict:
     return {
         "mode": result["mode"],
         "compile_s": result["compile_s"],
+        "wall_s": result.get("wall_s", 0.0),
         "autotunings": len(autotunings),
         "benchmarked": sum(len(a["timed"]) for a in autotunings),
         "offered": sum(len(a["offered"]) for a in autotunings),
@@ -200,13 +265,29 @@ def summarize(result: dict) -> dict:
     }
 
 
+TABLE_NOTE = ("compile s: the compiled model's first calls (lowering, autotuning, code generation); mode s: the "
+              "whole mode, a fresh Python process importing torch and Inductor included; choices left: what "
+              "the plugin left Inductor; benchmarked: what Inductor timed.")
+
+
 def markdown(rows: list[dict]) -> str:
-    lines = ["| mode | compile s | autotunings | choices left | choices benchmarked | matched eager |",
-             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| mode | compile s | mode s | autotunings | choices left | choices benchmarked | matched eager |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
-        lines.append(f"| {r['mode']} | {r['compile_s']:.1f} | {r['autotunings']} | {r['offered']} | "
-                     f"{r['benchmarked']} | {'yes' if r['matched'] else 'NO'} |")
+        lines.append(f"| {r['mode']} | {r['compile_s']:.1f} | {r['wall_s']:.1f} | {r['autotunings']} | "
+                     f"{r['offered']} | {r['benchmarked']} | {'yes' if r['matched'] else 'NO'} |")
     return "\n".join(lines)
+
+
+def explain(spec: dict) -> str:
+    """Why the demo's model looks as it does on this machine."""
+    if spec["device"] == "cuda":
+        return ("The model's matmuls are mm, autotuned by Inductor over Triton templates and aten; "
+                "COLLECT=mm and USE=mm act on them.")
+    return ("On the CPU, Inductor autotunes a GEMM only when its weight is a constant: the demo sets "
+            "torch._inductor.config.freezing = True and runs its model under torch.no_grad(). Inductor then "
+            "names the GEMM packed_linear (MKL against the C++ GEMM template), and COLLECT=mm / USE=mm cover "
+            "it; a CPU mm in a training step is not autotuned at all (the plugin says so once).")
 
 
 def run_demo(workdir: str, quick: bool = False, baseline: bool = False, out=print) -> dict:
@@ -218,41 +299,47 @@ def run_demo(workdir: str, quick: bool = False, baseline: bool = False, out=prin
 
     cuda = torch.cuda.is_available()
     spec = workload(quick, cuda)
-    op = spec["op"]
+    op, request = spec["op"], spec["request"]
     out(f"ah_plugin demo: {op} on {'CUDA' if cuda else 'CPU'}, layers {spec['dims']}, "
         f"batches {spec['batches']}, work dir {workdir}")
+    out(explain(spec))
+    out("Each mode is a fresh Python process with a fresh Inductor cache; importing torch takes a few seconds.")
     log_path = os.path.join(workdir, f"{op}_log.txt")
     artifact_dir = os.path.join(workdir, "artifacts")
-    use_env = {"TORCHINDUCTOR_AUTOHEURISTIC_USE": op, "AH_PLUGIN_ARTIFACT_DIR": artifact_dir}
+    use_env = {"TORCHINDUCTOR_AUTOHEURISTIC_USE": request, "AH_PLUGIN_ARTIFACT_DIR": artifact_dir}
     rows, results = [], {}
 
     def mode(name, env):
         out(f"-- {name}: {' '.join(f'{k}={v}' for k, v in env.items()) or '(no plugin variables)'}")
-        result = results[name] = run_mode(name, spec, workdir, env)
+        result = results[name] = run_mode(name, spec, workdir, env, on_progress=lambda line: out(f"   {line}"))
         row = summarize(result)
-        out(f"   compile {row['compile_s']:.1f} s, {row['benchmarked']} choices benchmarked in "
-            f"{row['autotunings']} autotunings, outputs {'match' if row['matched'] else 'DO NOT match'} eager")
+        out(f"   {name}: {row['wall_s']:.1f} s in all, {row['compile_s']:.1f} s compiling; "
+            f"{plural(row['benchmarked'], 'choice')} benchmarked in {plural(row['autotunings'], 'autotuning')}, "
+            f"outputs {'match' if row['matched'] else 'DO NOT match'} eager")
         rows.append(row)
         return result
 
     cache = None if quick else cache_envs(workdir)
     if baseline:
         mode("default", {"AH_PLUGIN_DISABLE": "1"})
-    mode("collect", {"TORCHINDUCTOR_AUTOHEURISTIC_COLLECT": op, "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH": log_path})
+    mode("collect", {"TORCHINDUCTOR_AUTOHEURISTIC_COLLECT": request, "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH": log_path})
+    out("-- train: python -m torchgen_ah.train_generic (a decision tree from the log; scikit-learn) ...")
     start = time.perf_counter()
     path = train_artifact(log_path, op, artifact_dir)
-    out(f"-- train: {os.path.basename(path)} in {time.perf_counter() - start:.1f} s")
+    out(f"   {os.path.basename(path)} in {time.perf_counter() - start:.1f} s")
     mode("use", use_env)
     if cache is not None:
         mode("cache-record", cache[0])  # Inductor autotunes; the cache records each winner
         mode("cache", cache[1])  # exact shapes answered from the results file
     out("")
     out(markdown(rows))
+    out("")
+    out(TABLE_NOTE)
     return {"spec": spec, "log_path": log_path, "artifact_path": path, "results": results, "rows": rows}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ah_plugin.demo", description=__doc__.split("\n")[0])
+    parser = command_line.parser("python -m ah_plugin.demo", __doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one layer shape, collect and use only")
     parser.add_argument("--baseline", action="store_true",
                         help="also run Inductor's default max-autotune (plugin off) first")

@@ -93,6 +93,19 @@ def _metadata_problem(metadata) -> str | None:
     return None
 
 
+def _not_metadata(text: str, exc: ValueError) -> str:
+    """What a first line that is not JSON most likely is, for the one-line error."""
+    if text.startswith("PK\x03\x04"):
+        return ("a zip archive, not an AutoHeuristic log: unpack it first (`python -m torchgen_ah.get_mm_dataset` "
+                "unpacks the official ones into datasets/)")
+    if "\ufffd" in text or "\x00" in text:
+        return "not text (a binary file?), so not an AutoHeuristic log"
+    if "," in text and "{" not in text:
+        return ("a CSV line, not the JSON metadata line an AutoHeuristic log starts with (line 1: metadata, "
+                "line 2: header)")
+    return f"metadata line is not valid JSON ({exc})"
+
+
 def parse_metadata(line: str, path, lineno: int = 1) -> dict:
     """Parse and check the metadata line. ``device_capa`` comes back as a tuple.
 
@@ -104,7 +117,7 @@ def parse_metadata(line: str, path, lineno: int = 1) -> dict:
     try:
         metadata = json.loads(text)
     except ValueError as exc:
-        raise AHLogError(path, lineno, f"metadata line is not valid JSON ({exc})") from None
+        raise AHLogError(path, lineno, _not_metadata(text, exc)) from None
     problem = _metadata_problem(metadata)
     if problem:
         raise AHLogError(path, lineno, problem)

@@ -28,9 +28,10 @@ nonsense costs its pruning, never the compile. A bad value of ``AH_PLUGIN_TOP_K`
 ``AH_PLUGIN_TOP_K_MASS`` or ``AH_PLUGIN_MIN_CHOICES`` switches the policy off (``UseOptions.enabled``),
 warned once by ``settings``.
 
-Stale artifacts: choices the artifact ranks that Inductor no longer offers, and choices Inductor offers
-that the artifact has never seen, are gathered per (artifact, op) in ``stale_report()`` and logged once
-at verbose.
+Stale artifacts: choices Inductor offers that the artifact has never seen (``unseen``: a sign it was trained
+on another torch) are logged once per (artifact, op) at verbose; they and the choices the artifact ranks
+that no autotuning of this process offered (``vanished``: a choice offered for one layer is never listed,
+however the other layers' candidates differ) are in ``stale_report()``.
 
 Settings (environment wins over the plugin's API values; explicit constructor arguments win over both):
 ``AH_PLUGIN_TOP_K`` (int, or ``adaptive``), ``AH_PLUGIN_TOP_K_MASS`` (adaptive threshold, default 0.9;
@@ -216,14 +217,33 @@ def borrowed_ranking(ranking: list[tuple[str, float]], candidates: list[str]) ->
 
 
 @dataclass
+class UseStats:
+    """What the policy did in this process (``ah_plugin.status()``, the verbose line at exit)."""
+
+    autotunings: int = 0  # autotunings it answered
+    offered: int = 0  # their candidates
+    kept: int = 0  # the candidates it kept
+    without_ranking: int = 0  # of those answered, how many had no artifact ranking (fast mode: aten kept)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
 class StaleReport:
     """What an artifact and today's Inductor disagree on, for one (artifact, op)."""
 
     artifact: str
     path: str
     op_name: str
-    vanished: set = field(default_factory=set)  # ranked by the artifact, not offered today
+    ranked: set = field(default_factory=set)  # every choice the artifact ranked for this op
+    offered: set = field(default_factory=set)  # every candidate of this op's autotunings in this process
     unseen: set = field(default_factory=set)  # offered today, unknown to the artifact
+
+    @property
+    def vanished(self) -> set:
+        """Ranked by the artifact, offered by no autotuning of this process (so far)."""
+        return self.ranked - self.offered
 
     def as_dict(self) -> dict:
         return {
@@ -268,6 +288,7 @@ class RankingPolicy:
         self._stale: dict[tuple[str, str], StaleReport] = {}
         self._stale_checked: set[tuple] = set()
         self._said: set[tuple] = set()
+        self.stats = UseStats()
 
     @property
     def op_names(self):
@@ -279,10 +300,18 @@ class RankingPolicy:
     def select(self, request: AutotuneRequest) -> list[str] | None:
         if not self.options.enabled or (self.ops is not None and request.op_name not in self.ops):
             return None
+        if len(request.candidates) < 2:
+            return None  # nothing to choose from (a CPU mm without freezing): no ranking, no fallback said
         keep = self._ranked(request)
+        ranked = keep is not None
         if keep is None and self.options.fast:
             aten = [c for c in request.candidates if is_aten_choice(c)]
-            return aten[:1] or None  # fast mode with nothing to rank by: aten, never a compile of templates
+            keep = aten[:1] or None  # fast mode with nothing to rank by: aten, never a compile of templates
+        if keep is not None:
+            self.stats.autotunings += 1
+            self.stats.offered += len(request.candidates)
+            self.stats.kept += len(keep)
+            self.stats.without_ranking += not ranked
         return keep
 
     def _ranked(self, request: AutotuneRequest) -> list[str] | None:
@@ -377,22 +406,23 @@ class RankingPolicy:
         self._stale_checked.add(check_key)
         today = set(request.candidates)
         known = set(artifact.choices) | {choice for choice, _ in ranking}
-        vanished = {choice for choice, _ in ranking if choice not in today}
-        unseen = today - known
         key = (artifact.name, request.op_name)
         report = self._stale.get(key)
         if report is None:
             report = self._stale[key] = StaleReport(artifact.name, artifact.path, request.op_name)
-        new_vanished, new_unseen = vanished - report.vanished, unseen - report.unseen
-        report.vanished |= vanished
-        report.unseen |= unseen
-        if (new_vanished or new_unseen) and self.options.verbose and ("stale",) + key not in self._said:
+        report.ranked.update(choice for choice, _ in ranking)
+        report.offered |= today
+        new_unseen = (today - known) - report.unseen
+        report.unseen |= new_unseen
+        # only unseen choices are said as they appear: whether a ranked choice vanished is known only once
+        # every layer has been compiled (CPU GEMM candidates differ by shape), so it is left to stale_report()
+        if new_unseen and self.options.verbose and ("stale",) + key not in self._said:
             self._said.add(("stale",) + key)
             _say(
                 f"ah_plugin: artifact {artifact.name} ({artifact.path}) is stale for {request.op_name}: "
-                f"{len(report.vanished)} ranked choices no longer exist "
-                f"{sorted(report.vanished)[:5]}, {len(report.unseen)} of today's choices never seen "
-                f"{sorted(report.unseen)[:5]} (ranking.stale_report() lists all)"
+                f"{len(report.unseen)} of today's choices never seen {sorted(report.unseen)[:5]}; retrain it on "
+                "data collected with this torch (ranking.stale_report() lists them, and the ranked choices no "
+                "autotuning of this process offered)"
             )
 
     def _fallback(self, op_name: str, reason: str, details: str, key: str | None = None) -> None:
@@ -442,6 +472,7 @@ __all__ = [
     "UseOptions",
     "RankingPolicy",
     "StaleReport",
+    "UseStats",
     "choose",
     "choose_fast",
     "trusts_templates",

@@ -100,8 +100,8 @@ def main() -> int:
     params = "; ".join(f"{d}: `{r['params']}`" for d, r in (("A100", rows[0]), ("H100", rows[3])))
     body = "\n".join([
         "## Trainer quality: issue-2 held-out protocol (sha1(key) % 5 == 0)", "",
-        "Command: `python benchmarks/train_quality.py` (data from `python -m torchgen_ah.get_mm_dataset "
-        "--from ../shared/datasets/official`). Top-10 list: the first 10 ranked choices with a finite time "
+        "Command: `python benchmarks/train_quality.py` (data from `python -m torchgen_ah.get_mm_dataset`). "
+        "Top-10 list: the first 10 ranked choices with a finite time "
         "for the input, plus `extern_mm`; regret = best time in the list / best time. Grid point chosen "
         f"by 4-fold cross-validation on the training inputs: {params}.", "",
         *lines, "",

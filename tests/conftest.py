@@ -28,6 +28,23 @@ def pytest_configure(config):
         os.environ[VEC_ISA_OK] = "1"
 
 
+_SLOW_LEFT_OUT = []
+
+
+def pytest_deselected(items):
+    _SLOW_LEFT_OUT.extend(item for item in items if item.get_closest_marker("slow"))
+
+
+def pytest_collection_finish(session):
+    """With ``-q`` pytest prints only dots: say which set runs, and how to run the slow rest."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or session.config.option.collectonly or not _SLOW_LEFT_OUT:
+        return
+    reporter.write_line(
+        f"ah-plugin: the fast set, {len(session.items)} tests; `python -m pytest -q -m slow` runs the other "
+        f"{len(_SLOW_LEFT_OUT)} (real Inductor end to end in fresh processes, training on real data)")
+
+
 @pytest.fixture
 def tunable_env(monkeypatch, tmp_path):
     """A results cache with no AH_TUNABLE_* / TORCHINDUCTOR_* variables from outside, its results file

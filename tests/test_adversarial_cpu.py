@@ -151,11 +151,13 @@ def test_a_helper_script_in_the_artifact_folder_is_never_run(tmp_path):
 
 
 def test_a_real_ctrl_c_still_stops_the_program(tmp_path):
-    write_artifact(tmp_path, "Sleeper", prelude="import time\ntime.sleep(3600)")
+    write_artifact(tmp_path, "Sleeper", prelude="import time\nprint('IMPORTING', flush=True)\ntime.sleep(3600)")
     proc = subprocess.Popen([sys.executable, "-c", USER_PROGRAM, str(tmp_path), "60"], env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ASKING"
-    time.sleep(0.5)  # the program now waits on the artifact's import
+    # the artifact is being imported, so the program waits on it (a fixed sleep races with a loaded machine)
+    assert proc.stdout.readline().strip() == "IMPORTING"
+    time.sleep(0.2)
     start = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)

@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_mm_input_key_matches_the_plugin_feature_columns():
     runner = BenchmarkRunnerMM()
-    args = runner.parse_args(["-o", "x.txt"])
+    args = runner.parse_args(["-o", "x.txt", "--device", "cuda"])  # the GPU path: mm features
     inp = MMInput(64, 128, 96, True, False, "float32", True)
     feats = runner.input_features(inp.to_dict(), args)
     assert feats["m"] == "64" and feats["k"] == "128" and feats["n"] == "96"
@@ -366,7 +366,7 @@ def test_core_slices_of_ranks_sharing_a_host_are_disjoint_and_match_compile_thre
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         monkeypatch.setenv(name, {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}[name])
     runner = BenchmarkRunnerMM()
-    args = runner.parse_args(["-o", "x.txt", "--workers-per-gpu", "2"])
+    args = runner.parse_args(["-o", "x.txt", "--device", "cuda", "--workers-per-gpu", "2"])
     assert runner.worker_env(args, "cuda:1")["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
     assert cores  # the real affinity was readable (Linux)
 

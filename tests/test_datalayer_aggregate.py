@@ -2,18 +2,16 @@
 
 import math
 import zipfile
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 from ah_plugin.log_format import format_metadata
 from torchgen_ah.data.aggregate import aggregate
 from torchgen_ah.data.ah_log import input_keys, read_log
+from official_data import OFFICIAL, needs_official
 
 META = {"shared_memory": 1, "device_capa": [1, 0], "name": "bmm", "numerical_features": ["b", "m"],
         "categorical_features": ["dtype"]}
-OFFICIAL = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "official"
 
 
 def test_median_count_and_spread_per_input_and_choice(tmp_path):
@@ -47,7 +45,7 @@ def test_median_count_and_spread_per_input_and_choice(tmp_path):
         "2,64,torch.float16", "2,64,torch.float16", "2,64,torch.bfloat16"]
 
 
-@pytest.mark.skipif(not OFFICIAL.is_dir(), reason=f"official datasets not found at {OFFICIAL}")
+@needs_official
 def test_official_repetitions_collapse(tmp_path):
     with zipfile.ZipFile(OFFICIAL / "h100_mm.zip") as archive, archive.open("h100/h100_mm.txt") as src:
         (tmp_path / "h.txt").write_bytes(b"".join(next(src) for _ in range(3000)))

@@ -12,15 +12,14 @@ import pytest
 from torchgen_ah.data.ah_log import read_log
 from torchgen_ah.data.official_datasets import DATASETS
 
+from official_data import OFFICIAL, needs_official
+
 REPO = Path(__file__).resolve().parents[1]
-OFFICIAL = REPO.parent / "shared" / "datasets" / "official"
-pytestmark = pytest.mark.skipif(
-    not OFFICIAL.is_dir(), reason=f"official datasets not found at {OFFICIAL}"
-)
+pytestmark = needs_official
 
 
-def _get(*args, cwd=REPO):
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def _get(*args, cwd=REPO, env=None):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {}))
     return subprocess.run([sys.executable, "-m", "torchgen_ah.get_mm_dataset", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
@@ -71,5 +70,24 @@ def test_corrupted_copy_is_refused_naming_file_and_hashes(tmp_path):
     assert str(bad) in result.stderr and DATASETS["h100"][1] in result.stderr
     assert "got " in result.stderr and "mismatch" in result.stderr
     assert not (out / "h100").exists() and not (out / "h100_mm.zip").exists()
-    missing = _get("--from", tmp_path / "nowhere", "--out", out, "--only", "a100")
+    nowhere = _get("--from", tmp_path / "nowhere", "--out", out, "--only", "a100")
+    assert nowhere.returncode == 1 and f"{tmp_path / 'nowhere'}: not a folder (--from)" in nowhere.stderr
+    missing = _get("--from", source, "--out", out, "--only", "a100")
     assert missing.returncode == 1 and "a100_mm.zip: not found" in missing.stderr
+
+
+def test_the_environment_variable_names_the_folder(tmp_path):
+    """AH_OFFICIAL_DATA stands for --from (a shared copy, an offline machine); --from wins over it."""
+    out = tmp_path / "datasets"
+    env = {"AH_OFFICIAL_DATA": str(OFFICIAL)}
+    result = _get("--out", out, "--only", "h100", env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"taking the zips from {OFFICIAL} (AH_OFFICIAL_DATA)" in result.stdout
+    assert (out / "h100" / "h100_mm.txt").is_file()
+    wrong = _get("--out", out, "--only", "h100", env={"AH_OFFICIAL_DATA": str(tmp_path / "none")})
+    assert wrong.returncode == 1
+    assert wrong.stderr.strip().splitlines() == [
+        f"get_mm_dataset: error: {tmp_path / 'none'}: not a folder (AH_OFFICIAL_DATA); it must hold "
+        "a100_mm.zip, h100_mm.zip"]
+    chosen = _get("--from", OFFICIAL, "--out", out, "--only", "h100", env={"AH_OFFICIAL_DATA": str(tmp_path)})
+    assert chosen.returncode == 0 and "already unpacked" in chosen.stdout

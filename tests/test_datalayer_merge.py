@@ -11,11 +11,9 @@ import pytest
 from ah_plugin.log_format import format_metadata
 from torchgen_ah.data.ah_log import read_log
 
+from official_data import OFFICIAL, needs_official
+
 REPO = Path(__file__).resolve().parents[1]
-OFFICIAL = REPO.parent / "shared" / "datasets" / "official"
-needs_official = pytest.mark.skipif(
-    not OFFICIAL.is_dir(), reason=f"official datasets not found at {OFFICIAL}"
-)
 
 
 def _merge(*args):
@@ -77,3 +75,42 @@ def test_metadata_extra_key_and_missing_file_refused(tmp_path):
     c.write_text("m,choice,feedback\n1,c,0.5\n")
     result = _merge(tmp_path / "o.txt", a, c)
     assert result.returncode == 2 and f"{c}:1:" in result.stderr
+
+
+def test_rows_two_files_share_are_kept_and_a_copy_is_refused(tmp_path):
+    """The same input timed alike in two runs is two measurements; a file's rows twice are not."""
+    meta = {"shared_memory": 1, "device_capa": [1, 0], "name": "mm", "numerical_features": ["m"],
+            "categorical_features": []}
+    head = format_metadata(meta) + "\nm,choice,feedback\n"
+    first, second, copy = tmp_path / "run1.txt", tmp_path / "run2.txt", tmp_path / "run1_copy.txt"
+    first.write_text(head + "1,a,0.5\n1,b,0.7\n2,a,0.9\n")
+    second.write_text(head + "3,a,0.4\n1,a,0.5\n")  # input 1 timed again, the same time to the digit
+    copy.write_text(first.read_text())
+    out = tmp_path / "all.txt"
+    result = _merge(out, first, second)
+    assert result.returncode == 0, result.stderr
+    assert f"{second}: 1 row(s) also in {first} (first: line 4); both kept" in result.stdout
+    assert read_log(out).frame["m"].tolist() == [1, 1, 2, 3, 1]
+    refused = _merge(tmp_path / "x.txt", first, second, copy)
+    assert refused.returncode == 2 and not (tmp_path / "x.txt").exists()
+    assert refused.stderr.strip().splitlines() == [
+        f"merge_data: error: {copy}: 3 row(s) are already in {first} (first: line 3), every row of it, so the same "
+        "measurements would be merged twice. A run that resumed a committed log holds that log's rows: merge the "
+        "run's file alone, or merge a run that started a fresh log"]
+
+
+@pytest.mark.slow
+@needs_official
+@pytest.mark.parametrize("device, shared", [("a100", 8), ("h100", 51)])
+def test_the_three_official_files_of_a_device_merge(tmp_path, device, shared):
+    """Upstream's own collections time some inputs in two runs (TIMM rows also in the HF log): kept."""
+    names = [f"{device}_mm.txt", f"{device}_hf_train_mm.txt", f"{device}_timm_train_mm.txt"]
+    with zipfile.ZipFile(OFFICIAL / f"{device}_mm.zip") as archive:
+        archive.extractall(tmp_path, members=[f"{device}/{n}" for n in names])
+    paths = [tmp_path / device / n for n in names]
+    out = tmp_path / "all.txt"
+    result = _merge(out, *paths)
+    assert result.returncode == 0, result.stderr
+    assert f"{paths[2]}: {shared} row(s) also in {paths[1]}" in result.stdout
+    rows = sum(sum(1 for line in p.read_text().splitlines() if line) - 2 for p in paths)
+    assert f"wrote {out}: {rows:,} rows from 3 file(s), 0 skipped" in result.stdout

@@ -11,16 +11,13 @@ import pytest
 from ah_plugin.log_format import AHLogError, format_metadata
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log, write_log
 
-REPO = Path(__file__).resolve().parents[1]
-OFFICIAL = REPO.parent / "shared" / "datasets" / "official"
+from official_data import OFFICIAL, needs_official
+
 MEMBERS = {
     "a100_mm.zip": ["a100/a100_mm.txt", "a100/a100_hf_train_mm.txt", "a100/a100_timm_train_mm.txt"],
     "h100_mm.zip": ["h100/h100_mm.txt", "h100/h100_hf_train_mm.txt", "h100/h100_timm_train_mm.txt"],
 }
 SAMPLE_LINES = 4000
-needs_official = pytest.mark.skipif(
-    not OFFICIAL.is_dir(), reason=f"official datasets not found at {OFFICIAL}"
-)
 
 
 def _sample(zip_name, member, dest, n_lines=SAMPLE_LINES):

@@ -284,6 +284,27 @@ def test_stale_report_lists_vanished_and_unseen(tmp_path, capsys):
     assert err.count("is stale for mm") == 1  # logged once per (artifact, op)
 
 
+def test_a_choice_offered_for_another_input_never_vanished(tmp_path, capsys):
+    """Candidates differ by input (the CPU's C++ template blocks by shape): a ranked choice offered for any
+    input of the process is not reported as gone, and nothing is said at verbose while nothing is unseen."""
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    p = policy(tmp_path, verbose=True)
+    p.select(request(m=32, candidates=["extern_mm", T[0], T[1]]))  # ranks T[2], T[3]: not offered for m=32
+    p.select(request(m=1024, candidates=["extern_mm", T[2], T[3]]))  # ... but offered here
+    (report,) = p.stale_report()
+    assert report["vanished"] == [] and report["unseen"] == []
+    assert "is stale" not in capsys.readouterr().err
+
+
+def test_stats_count_what_the_policy_kept(tmp_path):
+    write_artifact(tmp_path, "_MMRankingTest.py")
+    p = policy(tmp_path, top_k=1)
+    p.select(request(m=32))
+    p.select(request(m=1024))
+    p.select(request(m=32, candidates=["extern_mm"]))  # one choice: nothing to rank, not counted
+    assert p.stats.as_dict() == {"autotunings": 2, "offered": 10, "kept": 4, "without_ranking": 0}
+
+
 def test_stale_report_empty_when_in_sync(tmp_path):
     write_artifact(tmp_path, "_MMRankingTest.py")
     p = policy(tmp_path)

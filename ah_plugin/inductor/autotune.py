@@ -5,7 +5,8 @@ timings afterwards (``feedback``).
 * ``pre_codegen``: every candidate of an mm/addmm/bmm as a cheap ``KernelTemplateChoice`` (no Triton
   code yet): the search space is widened, ids are put on the candidates, and the first policy with an
   opinion prunes them. One kept candidate means Inductor benchmarks nothing; aten alone means no
-  template is compiled either.
+  template is compiled either. A CPU mm that arrives with aten alone is not autotuned at all
+  (``ah_plugin.cpu_gemm`` says once what to set instead).
 * ``preprocess`` (Inductor's preprocessing function, every autotuning, the CPU's ``packed_linear``
   included): prunes what no pre-codegen hook saw, runs the numerical check a policy asks for, and puts
   the benchmark plan on the candidates (CUDA-graph replay timing, TunableOp limits).
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import torch._inductor.config as inductor_config
 
-from .. import aten_margin, registry, settings
+from .. import aten_margin, cpu_gemm, registry, settings
 from ..policy import AutotuneRequest
 from ..replay_timing import METHOD_REPLAY
 from . import numerical_check, wide_space
@@ -91,6 +92,8 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
     current = settings.current()
     if not (current.active or registry.registered_policies()):
         return ktcs
+    if len(ktcs) == 1 and kernel_inputs.device_type == "cpu":
+        cpu_gemm.note_not_autotuned(op_name, current)  # nothing to choose: say so when mm was asked for
     # fast mode ranks Inductor's own candidates: widening enumerates the exhaustive list at every lowering,
     # which costs more compile time than fast mode may spend (seconds per GEMM of a large model)
     widen = op_name in current.collect_ops or (op_name in current.use_ops and not current.fast)

@@ -14,7 +14,6 @@ it (aten is the reference and is never excluded).
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import shutil
@@ -23,6 +22,7 @@ import sys
 import tempfile
 import warnings
 
+from .. import command_line
 from . import params as P
 from . import results_file as F
 from . import settings as S
@@ -310,23 +310,29 @@ def _torchrun_tune(pattern: str) -> str:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="ah_plugin.tunable offline tuning")
+    prog = "python -m ah_plugin.tunable.offline"
+    parser = command_line.parser(prog, "Tune the shapes a results cache recorded untuned (AH_TUNABLE_RECORD_UNTUNED).")
     sub = parser.add_subparsers(dest="command", required=True)
     worker = sub.add_parser("worker", help="tune one shard (used by mgpu_tune_gemm_in_file)")
-    worker.add_argument("untuned")
-    worker.add_argument("index", type=int)
+    worker.add_argument("untuned", help="the shard's untuned file")
+    worker.add_argument("index", type=int, help="the GPU (and shard) index")
     one = sub.add_parser("tune", help="tune an untuned file in this process")
-    one.add_argument("untuned")
+    one.add_argument("untuned", help="an untuned file (ah_tunable_untuned0.csv)")
     many = sub.add_parser("mgpu", help="tune untuned files matching a pattern on N GPUs (or under torchrun)")
-    many.add_argument("pattern")
-    many.add_argument("num_gpus", type=int)
+    many.add_argument("pattern", help="a glob of untuned files, quoted ('ah_tunable_untuned*.csv')")
+    many.add_argument("num_gpus", type=int, help="GPUs (one process each)")
     args = parser.parse_args(argv)
-    if args.command == "worker":
-        tune_gemm_in_file(args.untuned, device_index=args.index, position=args.index)
-    elif args.command == "tune":
-        print(tune_gemm_in_file(args.untuned))
-    else:
-        print(mgpu_tune_gemm_in_file(args.pattern, args.num_gpus))
+    try:
+        if args.command in ("worker", "tune") and not os.path.isfile(args.untuned):
+            raise FileNotFoundError(2, "No such file (an untuned file: op,params lines)", args.untuned)
+        if args.command == "worker":
+            tune_gemm_in_file(args.untuned, device_index=args.index, position=args.index)
+        elif args.command == "tune":
+            print(tune_gemm_in_file(args.untuned))
+        else:
+            print(mgpu_tune_gemm_in_file(args.pattern, args.num_gpus))
+    except (OSError, ValueError) as exc:
+        return command_line.fail("offline", exc, 2)
     return 0
 
 

@@ -56,7 +56,8 @@ def _split_head(buf: bytes, path: str) -> tuple[dict, list[str], int]:
     meta_line = buf if first < 0 else buf[:first]
     try:
         meta_text = meta_line.decode("utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError:  # parse_metadata says what the line most likely is (a zip, a binary file)
+        parse_metadata(meta_line.decode("utf-8", errors="replace"), path, 1)
         raise AHLogError(path, 1, "metadata line is not UTF-8 text") from None
     metadata = parse_metadata(meta_text, path, 1)
     if first < 0:

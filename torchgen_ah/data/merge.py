@@ -1,10 +1,12 @@
 """``python -m torchgen_ah.merge_data OUT IN...``: concatenate AutoHeuristic logs into one.
 
 Logs from different devices or operations must never be mixed silently, so inputs whose metadata differ
-are refused (exit code 2) with the differing keys and the files that disagree, and so are the same
-measurements twice (a file listed twice, or rows an earlier input already holds). Rows are streamed line
-by line (no pandas; a 16-byte digest per row is kept to catch repeats); malformed rows are skipped with a
-warning naming file and line, and counted in the summary. Rows from a file whose header lists the same
+are refused (exit code 2) with the differing keys and the files that disagree, and so is one file's rows
+twice: a file listed twice, a file holding every row of an earlier input (a run that resumed that log), or
+one whose rows all are in earlier inputs (a copy). A row that two files share is kept twice: real
+collections time the same input in two runs (8 rows of the official A100 TIMM log are in its HF log).
+Rows are streamed line by line (no pandas; a 16-byte digest per row is kept to find repeats); malformed
+rows are skipped with a warning naming file and line, and counted in the summary. Rows from a file whose header lists the same
 columns in another order are rewritten into the first file's order. Inputs and output may be
 gzip-compressed (``.gz``), so ``merge_data DATA.txt.gz DATA.txt.gz NEW.txt`` grows a committed
 compressed dataset in place.
@@ -12,13 +14,13 @@ compressed dataset in place.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import math
 import os
 import sys
 import warnings
 
+from ah_plugin import command_line
 from ah_plugin.log_format import (
     CHOICE_COLUMN,
     FEEDBACK_COLUMN,
@@ -75,12 +77,12 @@ def check_same_metadata(heads: list[tuple[str, dict]]) -> None:
             detail = "; ".join(
                 f"{k}: {base.get(k, '<absent>')!r} vs {metadata.get(k, '<absent>')!r}" for k in keys
             )
-            problems.append(f"  {path} differs from {base_path} in {', '.join(keys)} ({detail})")
+            problems.append(f"{path}:1: metadata differs from {base_path}:1 in {', '.join(keys)} ({detail})")
     if problems:
         timed = any("timing" in metadata_differences(base, metadata) for _, metadata in heads[1:])
-        note = ("\n  (their choices were timed differently: CUDA-graph replay against Inductor's per-call "
-                "events; their times do not compare)" if timed else "")
-        raise MergeError("refusing to merge logs with different metadata:\n" + "\n".join(problems) + note)
+        note = ("; their choices were timed differently (CUDA-graph replay against Inductor's per-call events), "
+                "so their times do not compare" if timed else "")
+        raise MergeError("; ".join(problems) + "; refusing to merge logs with different metadata" + note)
 
 
 def _row_problem(fields: list[str], columns: list[str], numerical_idx: list[int], choice_idx: int, fb_idx: int):
@@ -112,10 +114,11 @@ def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
     """Merge ``inputs`` into ``out``. Returns (rows written, rows skipped).
 
     ``out`` is replaced only once every input is read, so it may also be an input: listed first, the
-    merge appends the others to it. Refused (MergeError, nothing written): a file listed twice, a row
-    already in an earlier input (the same measurements merged twice, as when a run that resumed a
-    committed log is merged into that log), a compressed input cut short (merging it would make the
-    loss permanent), and inputs that hold no usable row at all.
+    merge appends the others to it. Refused (MergeError, nothing written): a file listed twice, a file
+    that holds every row of an earlier input (the same measurements merged twice, as when a run that
+    resumed a committed log is merged into that log) or whose rows are all in earlier inputs, a compressed
+    input cut short (merging it would make the loss permanent), and inputs that hold no usable row at all.
+    Rows two files share otherwise are kept, and counted in the log.
     """
     if not inputs:
         raise MergeError("no input files given")
@@ -142,14 +145,18 @@ def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
     choice_idx, fb_idx = columns.index(CHOICE_COLUMN), columns.index(FEEDBACK_COLUMN)
     n = len(columns)
     total_rows = total_skipped = 0
-    seen: dict[bytes, str] = {}  # digest of every row written so far -> the input it came from
+    seen: dict[bytes, str] = {}  # digest of every row written so far -> the input it came from first
+    owned: dict[str, int] = {}  # input -> how many distinct rows it brought first
     skipped_at: dict[str, list] = {}  # input -> (line, why) of its malformed rows
     with atomic_log_file(out, metadata, columns) as dst:
         for path, _, their_columns in heads:
             order = None
             if their_columns != columns:
                 order = [their_columns.index(c) for c in columns]
-            rows, skipped, mine, repeated = 0, [], [], []
+            rows, skipped, mine = 0, [], set()
+            shared: dict[str, set] = {}  # earlier input -> its distinct rows this one repeats
+            repeats: dict[str, int] = {}  # earlier input -> lines here that repeat one of its rows
+            first_shared: dict[str, int] = {}  # earlier input -> line of the first repeat here
             with open_log_text(path, cut_short="error") as src:
                 src.readline()
                 src.readline()
@@ -166,18 +173,21 @@ def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
                         continue
                     text = line if order is None else ",".join(fields)
                     digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
-                    if digest in seen:
-                        repeated.append((lineno, seen[digest]))
-                    mine.append(digest)
+                    other = seen.get(digest)
+                    if other is not None:
+                        shared.setdefault(other, set()).add(digest)
+                        repeats[other] = repeats.get(other, 0) + 1
+                        first_shared.setdefault(other, lineno)
+                    else:
+                        mine.add(digest)
                     dst.write(text + "\n")
                     rows += 1
-            if repeated:
-                lineno, other = repeated[0]
-                raise MergeError(
-                    f"{path}: {len(repeated):,} row(s) are already in {other} (first: line {lineno}), so the "
-                    "same measurements would be merged twice. A run that resumed a committed log holds that "
-                    "log's rows: merge the run's file alone, or merge a run that started a fresh log")
+            _refuse_repeated_file(path, rows, mine, shared, repeats, first_shared, owned)
+            for other, count in repeats.items():
+                log(f"{path}: {count:,} row(s) also in {other} (first: line {first_shared[other]}); "
+                    "both kept, as the same input timed in two runs")
             seen.update(dict.fromkeys(mine, path))
+            owned[path] = len(mine)
             skipped_at[path] = skipped
             if skipped:
                 named = ", ".join(f"line {ln} ({why})" for ln, why in skipped[:_WARN_FIRST])
@@ -194,10 +204,27 @@ def _write_rows(out, heads, metadata, columns, log) -> tuple[int, int]:
     return total_rows, total_skipped
 
 
+def _refuse_repeated_file(path, rows, mine, shared, repeats, first_shared, owned) -> None:
+    """MergeError when ``path`` repeats a whole earlier input, or is itself wholly repeated (a copy)."""
+    for other, digests in shared.items():
+        if owned.get(other) and len(digests) >= owned[other]:
+            raise MergeError(
+                f"{path}: {repeats[other]:,} row(s) are already in {other} (first: line {first_shared[other]}), "
+                f"every row of it, so the same measurements would be merged twice. A run that resumed a "
+                "committed log holds that log's rows: merge the run's file alone, or merge a run that started "
+                "a fresh log")
+    if rows and not mine:
+        others = ", ".join(shared)
+        raise MergeError(f"{path}: every one of its {rows:,} row(s) is already in {others}, so the same "
+                         "measurements would be merged twice (a copy of an input?)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m torchgen_ah.merge_data",
-        description="Concatenate AutoHeuristic logs that share the same metadata.",
+    parser = command_line.parser(
+        "python -m torchgen_ah.merge_data",
+        "Concatenate AutoHeuristic logs that share the same metadata. A row two files share is kept twice (the "
+        "same input timed in two runs); a file listed twice, or holding all of an earlier input's rows, is "
+        "refused.",
     )
     parser.add_argument("out", help="merged log to write (replaced if it exists; gzip-compressed when it "
                                     "ends in .gz)")
@@ -206,9 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("always")
     try:
         merge_logs(args.out, args.inputs)
-    except (MergeError, AHLogError) as exc:
-        print(f"merge_data: error: {exc}", file=sys.stderr)
-        return 2
+    except (MergeError, AHLogError, OSError, UnicodeDecodeError) as exc:
+        return command_line.fail("merge_data", exc, 2)
     return 0
 
 

@@ -1,14 +1,14 @@
 """``python -m torchgen_ah.get_mm_dataset``: fetch, verify and unpack the official A100/H100 mm datasets.
 
 The zips are the public ones upstream AutoHeuristic trained its shipped MMRankingA100/H100 on. They are
-downloaded from their public repository (or copied from ``--from DIR`` on an offline machine), checked
-against the SHA-256 sums pinned below, and unpacked to ``datasets/a100/...`` and ``datasets/h100/...``.
-Work already done and verified (a zip with the right hash, members of the right size) is skipped.
+downloaded from their public repository by default, or copied from a folder that holds them (``--from DIR``,
+or the environment variable ``AH_OFFICIAL_DATA``: an offline machine, a shared copy), checked against the
+SHA-256 sums pinned below, and unpacked to ``datasets/a100/...`` and ``datasets/h100/...``. Work already
+done and verified (a zip with the right hash, members of the right size) is skipped.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import shutil
@@ -19,6 +19,8 @@ import zipfile
 
 from tqdm import tqdm
 
+from ah_plugin import command_line
+
 URL_BASE = "https://github.com/AlnisM/autoheuristic-datasets/raw/main/"
 
 # name -> (zip file, SHA-256 of the zip)
@@ -28,6 +30,15 @@ DATASETS = {
 }
 
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_OUT = "datasets"
+#: a folder holding a100_mm.zip and h100_mm.zip, used instead of the download (``--from`` wins over it)
+ENV_SOURCE = "AH_OFFICIAL_DATA"
+
+
+def source_from_environment() -> str | None:
+    """The folder ``AH_OFFICIAL_DATA`` names (None: unset or empty, so download)."""
+    value = os.environ.get(ENV_SOURCE, "").strip()
+    return value or None
 
 
 class DatasetError(Exception):
@@ -59,7 +70,7 @@ def _download(url: str, dest: str, timeout: float) -> None:
         raise DatasetError(
             f"could not download {url} ({reason}). If this machine is offline, put "
             f"{os.path.basename(url)} in a directory DIR (from a machine that has it) and run "
-            f"`python -m torchgen_ah.get_mm_dataset --from DIR`."
+            f"`python -m torchgen_ah.get_mm_dataset --from DIR` (or set {ENV_SOURCE}=DIR)."
         ) from None
     total = int(response.headers.get("Content-Length") or 0) or None
     try:
@@ -134,7 +145,8 @@ def fetch(name: str, out_dir: str, source_dir: str | None = None, timeout: float
         if source_dir is not None:
             source = os.path.join(source_dir, zip_name)
             if not os.path.isfile(source):
-                raise DatasetError(f"{source}: not found (--from {source_dir})")
+                raise DatasetError(f"{source}: not found (the folder given by --from or {ENV_SOURCE} must "
+                                   f"hold {', '.join(z for z, _ in DATASETS.values())})")
             shutil.copyfile(source, part)
             origin = source
         else:
@@ -152,21 +164,32 @@ def fetch(name: str, out_dir: str, source_dir: str | None = None, timeout: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m torchgen_ah.get_mm_dataset",
-        description="Download (or copy with --from), verify and unpack the official A100/H100 mm datasets.",
+    parser = command_line.parser(
+        "python -m torchgen_ah.get_mm_dataset",
+        "Download (or copy from a folder), verify and unpack the official A100/H100 mm datasets.",
+        epilog=f"Where the zips come from: --from DIR, else the folder in ${ENV_SOURCE} when set, else the "
+               f"public download ({URL_BASE}). The tests that need the data read the zips from "
+               f"${ENV_SOURCE}, or from datasets/ once this command has run in the repository.",
     )
     parser.add_argument("--from", dest="source_dir", metavar="DIR",
-                        help="take a100_mm.zip / h100_mm.zip from DIR instead of downloading")
-    parser.add_argument("--out", default="datasets", help="where zips and unpacked files go (default: datasets)")
+                        help=f"take a100_mm.zip / h100_mm.zip from DIR instead of downloading "
+                             f"(default: ${ENV_SOURCE} when set)")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="where zips and unpacked files go")
     parser.add_argument("--only", choices=sorted(DATASETS), help="fetch just one of the datasets")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
-                        help=f"network timeout in seconds (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="network timeout in seconds")
     args = parser.parse_args(argv)
     names = [args.only] if args.only else sorted(DATASETS)
+    source_dir = args.source_dir or source_from_environment()
+    if source_dir is not None and not os.path.isdir(source_dir):
+        how = "--from" if args.source_dir else ENV_SOURCE
+        print(f"get_mm_dataset: error: {source_dir}: not a folder ({how}); it must hold "
+              f"{', '.join(z for z, _ in DATASETS.values())}", file=sys.stderr)
+        return 1
+    if source_dir is not None and not args.source_dir:
+        print(f"taking the zips from {source_dir} ({ENV_SOURCE})")
     try:
         for name in names:
-            for path in fetch(name, args.out, args.source_dir, args.timeout):
+            for path in fetch(name, args.out, source_dir, args.timeout):
                 print(f"  {path}")
     except zipfile.BadZipFile as exc:
         print(f"get_mm_dataset: error: cannot unpack ({exc}); delete the zip and run again", file=sys.stderr)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from ah_plugin import command_line
 from torchgen_ah.datagen import distributed
 from torchgen_ah.datagen.device_lock import ENV_DEVICE_LOCK
 from torchgen_ah.data.log_files import refuse_compressed_output
@@ -101,6 +102,7 @@ class BenchmarkRunner:
     """Base class of data generators. Subclasses set ``name`` and override the hooks below."""
 
     name = "benchmark"
+    command = "python -m torchgen_ah.datagen.benchmark_runner"  # how the user runs it (its --help says so)
     description = "Generate AutoHeuristic data."
     default_batch_size = 1  # inputs per worker request unless --batch-size says otherwise
     stage_rows = False  # True: rows of a request go to a staging file, appended to the log on success
@@ -114,56 +116,66 @@ class BenchmarkRunner:
     # --- command line --------------------------------------------------------------------------------
 
     def build_parser(self) -> argparse.ArgumentParser:
-        p = argparse.ArgumentParser(description=self.description)
-        p.add_argument("--device", default="cuda",
-                       help="'cuda' (GPU 0 or the ones chosen below), a GPU index (upstream: "
-                            "torch.cuda.set_device(i)), or 'cpu'")
-        p.add_argument("--use-heuristic", action="store_true",
-                       help="use the learned heuristic instead of collecting data (upstream flag)")
-        p.add_argument("-o", dest="output", default="ah_data.txt",
-                       help="log file the collector appends to (per rank: OUT.rank<R>.txt under torchrun)")
-        p.add_argument("--num-samples", type=int, default=None,
-                       help="number of inputs, across all ranks (default 1000; with a shapes file: all)")
-        p.add_argument("--num-reps", type=int, default=3, help="measurements per input (default 3)")
-        p.add_argument("--seed", type=int, default=0, help="sample i is a pure function of (seed, i)")
-        p.add_argument("--first-sample", type=int, default=0,
-                       help="index of the first sample (later batches continue where earlier ones stopped)")
-        p.add_argument("--num-gpus", type=int, default=None, help="one worker per GPU 0..N-1 of this host")
-        p.add_argument("--devices", default=None, help="GPU indices for the workers, e.g. 0,2,5")
-        p.add_argument("--num-workers", type=int, default=1, help="worker processes with --device cpu")
-        p.add_argument("--workers-per-gpu", type=int, default=1,
-                       help="worker processes per GPU (2: one compiles its next batch while the other times; "
-                            "they take turns on the GPU, see --exclusive-timing, and split the cores)")
-        p.add_argument("--exclusive-timing", action="store_true",
-                       help="workers sharing a device take turns in everything that runs on it (automatic "
-                            "with --workers-per-gpu > 1; with --device cpu it only tests the protocol, since "
-                            "CPU timings share cores with the other workers' compiles)")
-        p.add_argument("--timeout-per-sample", type=float, default=300.0,
-                       help="seconds one input (all its reps) may take before its worker is killed "
-                            "(a batch gets this times its size)")
-        p.add_argument("--batch-size", type=int, default=None,
-                       help=f"inputs measured per worker request (default {self.default_batch_size}); "
-                            "a failed batch is retried input by input")
-        p.add_argument("--worker-start-timeout", type=float, default=600.0,
-                       help="seconds a worker may take to import and set up")
-        p.add_argument("--max-minutes", type=float, default=None,
-                       help="stop starting inputs after this many minutes; in-flight ones get "
-                            "--stop-grace-seconds more, then are killed (the log stays valid and resumable)")
-        p.add_argument("--stop-grace-seconds", type=float, default=30.0)
-        p.add_argument("--retry-failed", action="store_true",
-                       help="on resume, run again inputs journaled as failed (by default they are skipped)")
-        p.add_argument("--merge-to", default=None,
-                       help="rank 0 merges all ranks' logs into this file at the end (shared filesystem)")
-        p.add_argument("--merge-wait-seconds", type=float, default=600.0)
-        p.add_argument("--shard", choices=("queue", "static"), default="queue",
-                       help="under torchrun: 'queue' (default) ranks whose output folder is shared draw inputs "
-                            "from one queue (claim files in OUT.claims/<launch>/g<n>/), falling back to "
-                            "'static' when not all ranks show up there; 'static': each rank measures a fixed "
-                            "share, batches dealt by estimated work")
-        p.add_argument("--shard-wait-seconds", type=float, default=60.0,
-                       help="how long a rank waits for the others to appear in the claims folder")
-        p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
-        self.add_arguments(p)
+        p = command_line.parser(self.command, self.description + (
+            " Options are grouped: the common ones first; workers, time limits and several hosts after."))
+        what = p.add_argument_group("what to measure, and where the rows go")
+        what.add_argument("--device", default=None,
+                          help="'cuda' (GPU 0 or the ones chosen below), a GPU index (upstream: "
+                               "torch.cuda.set_device(i)), or 'cpu' (default: cuda when this machine has an "
+                               "NVIDIA GPU, else cpu)")
+        what.add_argument("-o", dest="output", default="ah_data.txt",
+                          help="log file the collector appends to (per rank: OUT.rank<R>.txt under torchrun)")
+        what.add_argument("--num-samples", type=int, default=None,
+                          help="number of inputs, across all ranks (default 1000; with a shapes file: all)")
+        what.add_argument("--num-reps", type=int, default=3, help="measurements per input")
+        what.add_argument("--seed", type=int, default=0, help="sample i is a pure function of (seed, i)")
+        what.add_argument("--first-sample", type=int, default=0,
+                          help="index of the first sample (later batches continue where earlier ones stopped)")
+        what.add_argument("--use-heuristic", action="store_true",
+                          help="use the learned heuristic instead of collecting data (upstream flag)")
+        what.add_argument("--no-progress", action="store_true", help="no tqdm progress bar (logs, CI)")
+        self.add_arguments(p.add_argument_group(f"{self.name} inputs and timing"))
+        workers = p.add_argument_group("workers and devices")
+        workers.add_argument("--num-gpus", type=int, default=None, help="one worker per GPU 0..N-1 of this host")
+        workers.add_argument("--devices", default=None, help="GPU indices for the workers, e.g. 0,2,5")
+        workers.add_argument("--num-workers", type=int, default=1, help="worker processes with --device cpu")
+        workers.add_argument("--workers-per-gpu", type=int, default=1,
+                             help="worker processes per GPU (2: one compiles its next batch while the other "
+                                  "times; they take turns on the GPU, see --exclusive-timing, and split the cores)")
+        workers.add_argument("--exclusive-timing", action="store_true",
+                             help="workers sharing a device take turns in everything that runs on it (automatic "
+                                  "with --workers-per-gpu > 1; with --device cpu it only tests the protocol, since "
+                                  "CPU timings share cores with the other workers' compiles)")
+        workers.add_argument("--batch-size", type=int, default=None,
+                             help=f"inputs measured per worker request (default {self.default_batch_size}); "
+                                  "a failed batch is retried input by input")
+        limits = p.add_argument_group("time limits")
+        limits.add_argument("--timeout-per-sample", type=float, default=300.0,
+                            help="seconds one input (all its reps) may take before its worker is killed "
+                                 "(a batch gets this times its size)")
+        limits.add_argument("--worker-start-timeout", type=float, default=600.0,
+                            help="seconds a worker may take to import and set up")
+        limits.add_argument("--max-minutes", type=float, default=None,
+                            help="stop starting inputs after this many minutes; in-flight ones get "
+                                 "--stop-grace-seconds more, then are killed (the log stays valid and resumable)")
+        limits.add_argument("--stop-grace-seconds", type=float, default=30.0,
+                            help="after --max-minutes, seconds the inputs already started may take to finish "
+                                 "before their workers are killed")
+        hosts = p.add_argument_group("resuming, and several hosts (torchrun)")
+        hosts.add_argument("--retry-failed", action="store_true",
+                           help="on resume, run again inputs journaled as failed (by default they are skipped)")
+        hosts.add_argument("--merge-to", default=None,
+                           help="rank 0 merges all ranks' logs into this file at the end (shared filesystem)")
+        hosts.add_argument("--merge-wait-seconds", type=float, default=600.0,
+                           help="with --merge-to: how long rank 0 waits for the other ranks to finish before "
+                                "merging the logs that are done")
+        hosts.add_argument("--shard", choices=("queue", "static"), default="queue",
+                           help="under torchrun: 'queue' (default) ranks whose output folder is shared draw "
+                                "inputs from one queue (claim files in OUT.claims/<launch>/g<n>/), falling back "
+                                "to 'static' when not all ranks show up there; 'static': each rank measures a "
+                                "fixed share, batches dealt by estimated work")
+        hosts.add_argument("--shard-wait-seconds", type=float, default=60.0,
+                           help="how long a rank waits for the others to appear in the claims folder")
         return p
 
     def parse_args(self, argv=None) -> argparse.Namespace:
@@ -176,6 +188,8 @@ class BenchmarkRunner:
             self.parser.error("--timeout-per-sample must be > 0")
         if args.batch_size is None:
             args.batch_size = self.default_batch_size
+        if args.device is None:
+            args.device = distributed.default_device()
         if args.batch_size < 1:
             self.parser.error("--batch-size must be >= 1")
         try:
@@ -463,9 +477,8 @@ class BenchmarkRunner:
         args = self.parse_args(argv)
         try:
             summary = self.execute(args, list(sys.argv[1:] if argv is None else argv))
-        except WorkerStartError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        except (WorkerStartError, OSError, ValueError) as exc:  # bad input (a shapes file, a flag): one line
+            return command_line.fail(self.command, exc, 2)
         failed = sum(summary.failed.values())
         print(
             f"{self.name}: {summary.ok} inputs done, {failed} failed {dict(summary.failed)}, "

@@ -195,6 +195,19 @@ def all_rank_output_paths(path: str, world_size: int) -> list[str]:
     return [rank_output_path(path, RankInfo(r, world_size)) for r in range(world_size)]
 
 
+def default_device(environ=None) -> str:
+    """"cuda" when this machine shows an NVIDIA GPU (``/dev/nvidia<N>``) that ``CUDA_VISIBLE_DEVICES``
+    does not hide, else "cpu". Without importing torch: the runner's parent never does."""
+    env = os.environ if environ is None else environ
+    if env.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return "cpu"
+    try:
+        names = os.listdir("/dev")
+    except OSError:
+        return "cpu"
+    return "cuda" if any(n.startswith("nvidia") and n[len("nvidia"):].isdigit() for n in names) else "cpu"
+
+
 def parse_devices(text: str) -> list[int]:
     """``"0,2,5"`` -> [0, 2, 5]."""
     out = []

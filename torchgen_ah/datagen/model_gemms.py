@@ -23,7 +23,6 @@ a small torch-only transformer, for trying the tool anywhere.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import os
@@ -34,6 +33,7 @@ from typing import NamedTuple
 
 from tqdm import tqdm
 
+from ah_plugin import command_line
 from torchgen_ah.datagen.model_shapes import MODES, all_cases, build_case, describe_case
 from torchgen_ah.datagen.shape_sampler import MMInput
 
@@ -241,8 +241,7 @@ def run(prefix: str, suites: tuple[str, ...], modes: tuple[str, ...], devices: t
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m torchgen_ah.model_gemms", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_line.parser("python -m torchgen_ah.model_gemms", __doc__.split("\n\n")[0])
     p.add_argument("-o", "--output", default="ah_models", help="prefix of the CSV files (default: ah_models)")
     p.add_argument("--suites", default="timm,hf", help="timm, hf, torch (a small built-in model), comma-separated")
     p.add_argument("--modes", default="train,infer",
@@ -250,14 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="meta",
                    help="where the steps run, comma-separated in order of preference: a case that fails on one "
                         "runs on the next (default meta: no memory, no GPU; e.g. meta,cuda on the GPU machine)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
     args = p.parse_args(argv)
     suites = tuple(s.strip() for s in args.suites.split(",") if s.strip())
     modes = tuple(s.strip() for s in args.modes.split(",") if s.strip())
     unknown = [s for s in suites if s not in ("timm", "hf", "torch")] + [m for m in modes if m not in MODES]
     if unknown:
-        print(f"error: unknown suite or mode {unknown}", file=sys.stderr)
-        return 2
+        return command_line.fail("model_gemms", ValueError(
+            f"unknown suite or mode {', '.join(unknown)}; suites: timm, hf, torch; modes: {', '.join(MODES)}"), 2)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     devices = tuple(d.strip() for d in args.device.split(",") if d.strip())
     result = run(args.output, suites, modes, devices, progress=not args.no_progress,

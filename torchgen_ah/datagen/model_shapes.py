@@ -96,6 +96,7 @@ def case_log_path(prefix: str, case: dict) -> str:
 
 class ModelShapesRunner(BenchmarkRunner):
     name = "model_shapes"
+    command = "python -m torchgen_ah.model_shapes"
     description = "Collect mm autotuning data from timm/transformers models (random weights) on the GPU."
 
     def add_arguments(self, parser) -> None:
@@ -104,7 +105,8 @@ class ModelShapesRunner(BenchmarkRunner):
                             help="train, infer and/or decode (causal LMs, one token per sequence)")
         parser.add_argument("--search-space", choices=("wide", "default"), default="default",
                             help="plugin search space while collecting (default: default max-autotune's)")
-        parser.add_argument("--search-space-sample", type=int, default=None)
+        parser.add_argument("--search-space-sample", type=int, default=None,
+                            help="with --search-space wide: extra configs timed per input (plugin default if unset)")
         parser.set_defaults(output="ah_models", timeout_per_sample=900.0, num_reps=1)
 
     def _cases(self, args) -> list[dict]:

@@ -21,6 +21,8 @@ import csv
 import random
 from dataclasses import asdict, dataclass
 
+from torchgen_ah.data.text_input import read_text
+
 MAX_DIM = 2**17
 NUMEL_LIMIT = 2**31
 # Three matrices of at most 2^31 elements each in fp32 need 24 GiB, so the default never binds on a GPU
@@ -173,8 +175,9 @@ def read_shapes_file(path, dtypes: tuple[str, ...] = DTYPES, tf32_modes=(False, 
     ``#`` and blank lines are ignored. Bad values raise ValueError naming the file and line.
     """
     out: list[MMInput] = []
-    with open(path, newline="", encoding="utf-8") as f:
-        lines = [(i, line) for i, line in enumerate(f, start=1) if line.strip() and not line.lstrip().startswith("#")]
+    text = read_text(path)
+    lines = [(i, line) for i, line in enumerate(text.splitlines(), start=1)
+             if line.strip() and not line.lstrip().startswith("#")]
     if not lines:
         raise ValueError(f"{path}:1: shapes file is empty (expected a header with m,k,n)")
     header_lineno, header_line = lines[0]

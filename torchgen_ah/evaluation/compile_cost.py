@@ -42,6 +42,7 @@ import subprocess
 import sys
 import time
 
+from ah_plugin import command_line
 from torchgen_ah.evaluation import kernel_times
 from torchgen_ah.evaluation.eval_worker import make_case, shape_label, with_package_on_path
 from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
@@ -162,7 +163,7 @@ def worker(spec: dict) -> None:
                 f.write(json.dumps({"mode": spec["mode"], "op": row["op"], "shape": shape_label(row), "rep": rep,
                                     **result, "timings": list(measured)}) + "\n")
     if spec.get("profile_shape"):
-        write_profile(lambda: first_call_seconds(spec["profile_shape"]), spec["profile_path"])
+        write_profile(lambda: first_call(spec["profile_shape"]), spec["profile_path"])
 
 
 def profile_text(source, cumulative: int = 45, own: int = 25, header: str = "") -> str:
@@ -284,13 +285,15 @@ def markdown(summary: dict, command: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.compile_cost", description=__doc__.split("\n")[0])
-    parser.add_argument("shapes_file", nargs="?", default=DEFAULT_SHAPES)
-    parser.add_argument("--out", default="compile_cost_out")
+    parser = command_line.parser("python -m torchgen_ah.compile_cost", __doc__.split("\n")[0])
+    parser.add_argument("shapes_file", nargs="?", default=DEFAULT_SHAPES,
+                        help="CSV or JSON shapes file (default: the evaluation's shapes, torchgen_ah/data/eval_shapes.csv)")
+    parser.add_argument("--out", default="compile_cost_out", help="output folder (logs, tables, report)")
     parser.add_argument("--shapes", type=int, default=3, help="first N shapes of the file")
-    parser.add_argument("--modes", default=",".join(ALL_MODES))
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--max-minutes", type=float, default=2.5)
+    parser.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated modes to compile in")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available, else cpu)")
+    parser.add_argument("--max-minutes", type=float, default=2.5,
+                        help="time budget; modes not started by then are skipped and reported")
     parser.add_argument("--profile", action="store_true",
                         help="after the measured shapes, compile the file's next shape under cProfile and write "
                              "OUT/<mode>.profile.txt (not part of the measurement)")
@@ -305,14 +308,13 @@ def main(argv=None) -> int:
         all_shapes = read_shapes(args.shapes_file)
         shapes = all_shapes[: args.shapes]
     except (OSError, ShapesError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return command_line.fail("compile_cost", exc, 2)
     device = pick_device(args.device)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for mode in modes:
         if mode not in ALL_MODES:
-            print(f"error: unknown mode {mode!r}; known: {ALL_MODES}", file=sys.stderr)
-            return 2
+            return command_line.fail("compile_cost", ValueError(f"--modes: unknown mode {mode!r}; known: "
+                                                                f"{', '.join(ALL_MODES)}"), 2)
     result_path = fresh_results_path(args.out)
     deadline = time.time() + args.max_minutes * 60
     extra = None

@@ -32,6 +32,7 @@ import statistics
 import sys
 import time
 
+from ah_plugin import command_line
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.compile_cost import (
     ALL_MODES,
@@ -241,12 +242,12 @@ def markdown(results: list[dict], command: str, status: dict | None = None) -> s
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.e2e_models", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="e2e_out", help="folder for logs, caches and results (default: %(default)s)")
+    parser = command_line.parser("python -m torchgen_ah.e2e_models", __doc__.split("\n")[0])
+    parser.add_argument("--out", default="e2e_out", help="folder for logs, caches and results")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(KNOWN_MODELS)}")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma-separated, of {', '.join(ALL_MODES)}")
-    parser.add_argument("--reps", type=int, default=1, help="fresh processes per (model, mode) (default: %(default)s)")
-    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--reps", type=int, default=1, help="fresh processes per (model, mode)")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available, else cpu)")
     parser.add_argument("--no-cudagraphs", action="store_true",
                         help="compile with max-autotune-no-cudagraphs / no mode instead of the CUDA-graph modes")
     parser.add_argument("--max-minutes", type=float, default=10.0, help="time budget of the whole run")
@@ -260,8 +261,9 @@ def main(argv=None) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in models if m not in KNOWN_MODELS] + [m for m in modes if m not in ALL_MODES]
     if unknown:
-        print(f"error: unknown model or mode {unknown}; models: {KNOWN_MODELS}, modes: {ALL_MODES}", file=sys.stderr)
-        return 2
+        return command_line.fail("e2e_models", ValueError(
+            f"unknown model or mode {', '.join(unknown)}; models: {', '.join(KNOWN_MODELS)}, modes: "
+            f"{', '.join(ALL_MODES)}"), 2)
     device = pick_device(args.device)
     cudagraphs = device == "cuda" and not args.no_cudagraphs
     result_path = fresh_results_path(args.out)

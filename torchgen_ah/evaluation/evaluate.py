@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -28,7 +27,9 @@ import time
 import pandas as pd
 
 import torchgen_ah.data
+from ah_plugin import command_line
 from torchgen_ah.data.ah_log import input_keys, read_log
+from torchgen_ah.data.text_input import read_text
 from torchgen_ah.datagen.distributed import visible_device_id
 from torchgen_ah.evaluation.eval_worker import (
     LAYOUTS,
@@ -95,8 +96,7 @@ def read_shapes(path) -> list[dict]:
     """Shape rows from a CSV (header ``op,m,k,n,batch,dtype,layout``; ``#`` lines are comments) or a
     JSON list of objects with those keys. Raises ShapesError naming the file and line."""
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    text = read_text(path, error=ShapesError)
     if path.endswith(".json") or text.lstrip().startswith("["):
         try:
             items = json.loads(text)
@@ -324,15 +324,16 @@ def score_run(shapes, out_dir: str, artifact_dir=None, compile_cost=None, qualit
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.evaluate", description=__doc__.split("\n")[0])
-    parser.add_argument("shapes", nargs="?", default=DEFAULT_SHAPES, help="CSV or JSON shapes file")
+    parser = command_line.parser("python -m torchgen_ah.evaluate", __doc__.split("\n")[0])
+    parser.add_argument("shapes", nargs="?", default=DEFAULT_SHAPES,
+                        help="CSV or JSON shapes file (default: torchgen_ah/data/eval_shapes.csv, 34 mm shapes)")
     parser.add_argument("--out", default="eval_out", help="output folder (logs, tables, report)")
     parser.add_argument("--reps", type=int, default=3, help="searched-space autotunings per shape")
     parser.add_argument("--space", default="wide", choices=("default", "wide"),
                         help="the searched space (AH_PLUGIN_SEARCH_SPACE of the repetitions)")
     parser.add_argument("--sample", type=int, default=None,
                         help="extra wide-space configs timed per input (AH_PLUGIN_SEARCH_SAMPLE)")
-    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available, else cpu)")
     parser.add_argument("--workers", type=int, default=1,
                         help="timing workers at once; on CUDA one per GPU (the first N visible GPUs)")
     parser.add_argument("--max-minutes", type=float, default=4.0,
@@ -346,16 +347,17 @@ def main(argv=None) -> int:
                         help="JSON from torchgen_ah.compile_cost (autotune seconds for the bars)")
     parser.add_argument("--e2e", action="append", default=[],
                         help="markdown from torchgen_ah.e2e_models to include (repeat for several runs)")
-    parser.add_argument("--quality-policy", default="ours_k10")
+    parser.add_argument("--quality-policy", default="ours_k10",
+                        help="the policy whose regret and autotune time the report's quality bar checks")
     parser.add_argument("--results", default=None, help=f"markdown file whose {SECTION} section to update")
-    parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="no evaluate_<op>.png figures (they need matplotlib)")
     args = parser.parse_args(argv)
 
     try:
         shapes = read_shapes(args.shapes)
     except (OSError, ShapesError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return command_line.fail("evaluate", exc, 2)
     reps = args.reps
     if args.quick:
         shapes, reps = shapes[:QUICK_SHAPES], min(reps, 2)

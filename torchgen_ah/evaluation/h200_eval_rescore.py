@@ -111,7 +111,7 @@ def shipped_status(package_dir: str, trained: str) -> tuple[str, bool]:
     if body(shipped) == body(trained):
         return f"The shipped `artifacts/_{hq.H200_NAME}.py` is this artifact (same code).", True
     return (f"The shipped `artifacts/_{hq.H200_NAME}.py` is NOT this artifact: regenerate it with the "
-            "training command above and `--out artifacts`.", False)
+            "training command above, `--into-package` in place of `--out OUT_DIR`.", False)
 
 
 def score(table, artifact_dirs: dict[str, str]) -> pd.DataFrame:

@@ -98,6 +98,7 @@ def mm_tensor_descriptions(inp: MMInput) -> list[dict]:
 
 class BenchmarkRunnerMM(BenchmarkRunner):
     name = "mm"
+    command = "python -m torchgen_ah.mm.gen_data_mm"
     description = "Collect mm max-autotune timings (AutoHeuristic log) on random or listed shapes."
     default_batch_size = 8
     stage_rows = True  # a failed batch leaves no rows behind; its inputs are retried one by one

@@ -4,19 +4,21 @@
         --ranking 10 --save-dot --data train_timm datasets/a100/a100_timm_train_mm.txt \\
         --data train_hf datasets/a100/a100_hf_train_mm.txt
 
-writes artifacts/_MMRankingA100.py (+ .dot with --save-dot, + .report.md with the metrics table).
+writes _MMRankingA100.py in the current folder (or ``--out DIR``; the installed package's artifact folder
+only with ``--into-package``), + .dot with --save-dot, + .report.md with the metrics table.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import sys
 import time
 from dataclasses import dataclass
 
+from ah_plugin import command_line
 from torchgen_ah.training import codegen
+from torchgen_ah.training.output_folder import FLAG as INTO_PACKAGE, output_folder
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
 from torchgen_ah.data.heldout import HOLDOUTS
 from torchgen_ah.data.log_files import log_stem
@@ -45,9 +47,24 @@ MM_DERIVED = [
 ]
 
 
+#: the features the derived ones are computed from: a log without them is not a GEMM log
+MM_FEATURES = ("m", "k", "n")
+
+
+def require_mm_features(metadata: dict, path: str) -> None:
+    """ValueError naming the file when its log has no m, k, n columns (a packed_linear or other op's log)."""
+    missing = [f for f in MM_FEATURES if f not in metadata.get("numerical_features", ())]
+    if missing:
+        raise ValueError(
+            f"{path}:1: a {metadata.get('name', '?')!r} log, not an mm log (no {', '.join(missing)} "
+            f"column{'s' if len(missing) > 1 else ''}); train it with `python -m torchgen_ah.train_generic "
+            f"{path} --heuristic-name NAME`")
+
+
 def load_table(path: str, name: str, weight: float = 1.0) -> tuple[MedianTimeMatrix, dict]:
     """Parse one log and reduce it to its (input x choice) median-time table."""
     log = read_log(path)
+    require_mm_features(log.metadata, path)
     frame = log.frame
     table = median_time_matrix(frame, feature_columns(log.metadata), name, weight,
                                keys=input_keys(frame, log.metadata))
@@ -63,7 +80,7 @@ def _check_same_device(main_md: dict, other_md: dict, path: str) -> None:
     keys = ("name", "device_capa", "shared_memory", "numerical_features", "categorical_features", "timing")
     diff = metadata_differences(main_md, other_md, keys)
     if diff:
-        raise SystemExit(f"{path}: metadata differs from the main dataset in {', '.join(diff)}")
+        raise ValueError(f"{path}:1: metadata differs from the main dataset's in {', '.join(diff)}")
 
 
 @dataclass
@@ -76,7 +93,7 @@ class RunOutput:
 
 
 def run(main_path: str, heuristic_name: str, *, ranking: int = 10,
-        data: list[tuple[str, str]] = (), out_dir: str = "artifacts", save_dot: bool = False,
+        data: list[tuple[str, str]] = (), out_dir: str = ".", save_dot: bool = False,
         holdout: str = "none", device_names: tuple[str, ...] = (), grid: dict | None = None,
         command: str = "", log=print) -> RunOutput:
     """Train the mm ranking heuristic and write its artifact, report (and DOT)."""
@@ -128,17 +145,24 @@ def report_markdown(result: TrainResult, heuristic_name: str, k: int, holdout: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m torchgen_ah.mm.train_decision_mm",
-        description="Train a ranking decision tree for mm kernel choices and emit it as a Python artifact.",
+    parser = command_line.parser(
+        "python -m torchgen_ah.mm.train_decision_mm",
+        "Train a ranking decision tree for mm kernel choices and emit it as a Python artifact "
+        "(_NAME.py, _NAME.report.md, and _NAME.dot with --save-dot) in the current folder or --out DIR.",
     )
     parser.add_argument("dataset", help="main AutoHeuristic log (e.g. datasets/a100/a100_mm.txt)")
     parser.add_argument("--heuristic-name", required=True, help="class name, e.g. MMRankingA100")
     parser.add_argument("--ranking", type=int, default=10, metavar="K",
-                        help="top-k size the lists are tuned and scored for (default 10)")
+                        help="top-k size the lists are tuned and scored for")
     parser.add_argument("--data", nargs=2, action="append", default=[], metavar=("NAME", "FILE"),
                         help="extra dataset for training only (weight 3); repeatable")
-    parser.add_argument("--out", default="artifacts", metavar="DIR", help="output folder (default artifacts/)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="output folder (default: the current folder; the installed package's artifact "
+                             f"folder is refused unless {INTO_PACKAGE} is given)")
+    parser.add_argument(INTO_PACKAGE, action="store_true",
+                        help="write into the installed package's artifact folder (ah_plugin.artifacts), where "
+                             "every program using this install loads it; replaces a packaged artifact of the "
+                             "same name (how the shipped artifacts are regenerated)")
     parser.add_argument("--save-dot", action="store_true", help="also write the tree as Graphviz DOT")
     parser.add_argument("--holdout", default="none", choices=HOLDOUTS,
                         help="inputs never trained on: none (default), sha1mod5 (the issue-2 protocol: bucket 0 of "
@@ -152,13 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     argv_text = sys.argv[1:] if argv is None else list(argv)
     command = "python -m torchgen_ah.mm.train_decision_mm " + shlex.join(argv_text)
     try:
+        out_dir = output_folder(args.out, args.into_package)
         out = run(args.dataset, args.heuristic_name, ranking=args.ranking,
-                  data=[tuple(d) for d in args.data], out_dir=args.out, save_dot=args.save_dot,
+                  data=[tuple(d) for d in args.data], out_dir=out_dir, save_dot=args.save_dot,
                   holdout=args.holdout, device_names=tuple(args.device_name), grid=GRIDS[args.grid],
                   command=command)
-    except (OSError, ValueError) as exc:
-        print(f"train_decision_mm: error: {exc}", file=sys.stderr)
-        return 1
+    except (OSError, ValueError, KeyError) as exc:
+        return command_line.fail("train_decision_mm", exc, 1)
     print(f"wrote {out.artifact_path}" + (f", {out.dot_path}" if out.dot_path else "")
           + f", {out.report_path} in {out.seconds:.1f} s")
     return 0

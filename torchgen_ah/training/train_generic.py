@@ -1,11 +1,12 @@
 """Train a ranking heuristic for any autotuned operation from its log, with generic features.
 
-    python -m torchgen_ah.train_generic LOG [LOG ...] --heuristic-name NAME --out DIR
+    python -m torchgen_ah.train_generic LOG [LOG ...] --heuristic-name NAME [--out DIR]
 
 For operations without a specialised trainer (``packed_linear`` on the CPU, or any op named in
 ``TORCHINDUCTOR_AUTOHEURISTIC_COLLECT``): the features are the log's own columns (input sizes, strides,
 dtypes), nothing derived. The log's metadata (op name, device capability, shared memory) becomes the
-artifact's precondition; ``--device-name`` makes it device specific. Writes ``DIR/_NAME.py``.
+artifact's precondition; ``--device-name`` makes it device specific. Writes ``_NAME.py`` in the current
+folder or ``--out DIR`` (the installed package's artifact folder only with ``--into-package``).
 
 Built on the generic trainer (``torchgen_ah.training.train_decision``) and code generator
 (``torchgen_ah.training.codegen``).
@@ -13,13 +14,14 @@ Built on the generic trainer (``torchgen_ah.training.train_decision``) and code 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from ah_plugin import command_line
 from torchgen_ah.training import train_decision as td
 from torchgen_ah.training.estimator import RankingTrainer
 from torchgen_ah.data.ah_log import feature_columns, read_log
+from torchgen_ah.training.output_folder import FLAG as INTO_PACKAGE, output_folder
 
 #: small logs (a demo, a CI test) have a handful of inputs: a small grid is enough and fast
 SMALL_GRID = {"max_depth": [3, 5], "min_samples_leaf": [1], "criterion": ["entropy"]}
@@ -86,22 +88,27 @@ def train_from_log(paths, *, heuristic_name: str, out_dir: str, device_names=(),
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.train_generic", description=__doc__.split("\n")[0])
+    parser = command_line.parser("python -m torchgen_ah.train_generic", __doc__.split("\n")[0])
     parser.add_argument("logs", nargs="+", help="AutoHeuristic logs of one op on one device")
     parser.add_argument("--heuristic-name", required=True, help="class and file name of the artifact")
-    parser.add_argument("--out", required=True, help="directory to write _NAME.py into")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="folder to write _NAME.py into (default: the current folder; the installed "
+                             f"package's artifact folder is refused unless {INTO_PACKAGE} is given)")
+    parser.add_argument(INTO_PACKAGE, action="store_true",
+                        help="write into the installed package's artifact folder, where every program using "
+                             "this install loads it")
     parser.add_argument("--device-name", action="append", default=[],
                         help="make the artifact specific to this device name (repeatable)")
     parser.add_argument("--default-choice", help="choice the ranking falls back to (default: the aten one)")
     parser.add_argument("-k", type=int, default=10, help="top-k used to score grid points")
     args = parser.parse_args(argv)
     try:
-        path = train_from_log(args.logs, heuristic_name=args.heuristic_name, out_dir=args.out,
+        out_dir = output_folder(args.out, args.into_package)
+        path = train_from_log(args.logs, heuristic_name=args.heuristic_name, out_dir=out_dir,
                               device_names=args.device_name, default_choice=args.default_choice, k=args.k,
                               log=print)
-    except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (ValueError, OSError, KeyError) as exc:
+        return command_line.fail("train_generic", exc, 2)
     print(f"wrote {path}")
     return 0
 

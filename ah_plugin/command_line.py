@@ -1,0 +1,46 @@
+"""What every command line of the project shares: help that names itself as it is run and shows each
+option's default, and bad input said in one line.
+
+Used by ``ah_plugin.demo``, ``ah_plugin.tunable.offline`` and every ``python -m torchgen_ah...`` command.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; an option's default is appended to its help unless the help already
+    speaks of a default, or the option has none worth saying (off, unset)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text.lower() or action.default in (None, False, argparse.SUPPRESS, [], ""):
+            return text
+        if not action.option_strings and action.nargs not in ("?", "*"):
+            return text  # a required positional has no default
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+def parser(prog: str, description: str, **kwargs) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` named as the user runs it (``python -m torchgen_ah.merge_data``)."""
+    return argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter, **kwargs)
+
+
+def error_text(exc: BaseException) -> str:
+    """``exc`` as one line: an OSError as ``FILE: reason``; anything else, its lines joined."""
+    if isinstance(exc, OSError) and getattr(exc, "filename", None):
+        return f"{exc.filename}: {exc.strerror or exc}"
+    if isinstance(exc, KeyError):  # str(KeyError) is only the quoted key
+        return f"missing {exc}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return "; ".join(lines) or type(exc).__name__
+
+
+def fail(prog: str, exc: BaseException, code: int = 2) -> int:
+    """Print ``<command>: error: <one line>`` to stderr; return ``code`` for the caller to exit with."""
+    name = prog.rsplit(".", 1)[-1].split()[-1]
+    print(f"{name}: error: {error_text(exc)}", file=sys.stderr)
+    return code

@@ -1,0 +1,78 @@
+"""The one line the plugin prints at exit with ``AH_PLUGIN_VERBOSE=1``: what it did in this process.
+
+A run where the plugin did nothing must say so (no GEMM was autotuned, no row was written), so the line
+is printed even when every count is zero. It renders ``ah_plugin.status()``: inputs logged, choices kept,
+results-cache hits, CPU GEMMs Inductor did not autotune.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+
+from .verbose_output import say
+
+log = logging.getLogger("ah_plugin")
+_registered = [False]
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} {word if count == 1 else plural or word + 's'}"
+
+
+def summary_line(status: dict) -> str:
+    """``[ah_plugin] at exit: ...`` from ``ah_plugin.status()``."""
+    current = status["settings"]
+    parts = [part for part in (_collect_part(status.get("collect_stats"), current.collect),
+                               _use_part(status.get("use_stats"), current.use),
+                               _cache_part(status.get("cache_stats"))) if part]
+    skipped = status.get("cpu_gemms_not_autotuned", 0)
+    if skipped:
+        parts.append(f"{_plural(skipped, 'CPU GEMM')} not autotuned by Inductor (freezing off or not under no_grad)")
+    return "[ah_plugin] at exit: " + "; ".join(parts or ["nothing to do (no operation named)"])
+
+
+def _collect_part(stats, ops) -> str | None:
+    if stats is None:
+        return None
+    where = f" to {', '.join(sorted(stats.files))}" if stats.files else ""
+    lost = f", {_plural(stats.rows_lost, 'row')} lost (unwritable log)" if stats.rows_lost else ""
+    return (f"collect {','.join(sorted(ops))}: {_plural(stats.inputs, 'input')} logged "
+            f"({_plural(stats.rows, 'row')}){where}{lost}")
+
+
+def _use_part(stats, ops) -> str | None:
+    if stats is None:
+        return None
+    unranked = f" ({stats.without_ranking:,} with no artifact to rank them: aten kept)" if stats.without_ranking else ""
+    return (f"use {','.join(sorted(ops))}: kept {stats.kept:,} of {stats.offered:,} choices in "
+            f"{_plural(stats.autotunings, 'autotuning')}{unranked}")
+
+
+def _cache_part(stats) -> str | None:
+    if stats is None:
+        return None
+    return (f"results cache: {_plural(stats.get('hits', 0), 'hit')}, "
+            f"{_plural(stats.get('misses', 0), 'miss', 'misses')}, {stats.get('tuned', 0):,} tuned")
+
+
+def _print_summary() -> None:
+    try:
+        import ah_plugin
+
+        status = ah_plugin.status()
+        if status["settings"].verbose:
+            say(log, summary_line(status))
+    except Exception:  # at exit: never turn a clean exit into a traceback
+        pass
+
+
+def register_if_verbose() -> None:
+    """Print the summary at exit (once per process) when verbose output is on now."""
+    if _registered[0]:
+        return
+    from . import settings
+
+    if settings.current().verbose:
+        _registered[0] = True
+        atexit.register(_print_summary)
