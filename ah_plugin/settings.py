@@ -40,6 +40,7 @@ ENV_DISABLE = "AH_PLUGIN_DISABLE"  # "1": the plugin stays off whatever else is 
 ENV_TIMING = "AH_PLUGIN_TIMING"  # "replay" (CUDA-graph replay, the default) | "per_call" (Inductor's own)
 ENV_ATEN_MARGIN = "AH_PLUGIN_ATEN_MARGIN"  # a template beats aten only by more than this fraction
 ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: trust a lone template when its ranking share reaches this
+ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast mode: "skip" (max-autotune tunes GEMMs only, the default) | "tune"
 # The results cache (ah_plugin/tunable) owns the meaning of these; any of them switches the hook on.
 TUNABLE_PREFIX = "AH_TUNABLE_"
 
@@ -113,6 +114,12 @@ class Settings:
     timing: str | None = METHOD_REPLAY  # how candidates are timed on CUDA (None: Inductor's per-call events)
     aten_margin: float = 0.02  # a template replaces aten only when faster by more than this fraction
     confidence: float = 0.8  # fast mode keeps a lone template when its ranking share reaches this
+    tune_non_gemm: bool = False  # fast mode: keep max-autotune's tuning of pointwise/reduction kernels
+
+    @property
+    def gemm_only(self) -> bool:
+        """Fast mode narrows ``mode="max-autotune"`` to GEMM autotuning (patches/mode_options.py)."""
+        return bool(self.use) and self.fast and not self.tune_non_gemm
 
     @property
     def collect_ops(self) -> frozenset:
@@ -202,6 +209,15 @@ def _margin(text: str) -> float:
     return value
 
 
+NON_GEMM_VALUES = {"skip": False, "tune": True}
+
+
+def _non_gemm(text: str) -> bool:
+    if text.lower() not in NON_GEMM_VALUES:
+        raise BadValue(f"one of {', '.join(NON_GEMM_VALUES)}")
+    return NON_GEMM_VALUES[text.lower()]
+
+
 def _search_space(text: str) -> str:
     if text.lower() not in SEARCH_SPACES:
         raise BadValue(f"one of {', '.join(SEARCH_SPACES)}")
@@ -220,6 +236,7 @@ _PARSED = {
     ENV_CONFIDENCE: ("confidence", parse_fraction),
     ENV_TIMING: ("timing", _timing),
     ENV_ATEN_MARGIN: ("aten_margin", _margin),
+    ENV_NON_GEMM: ("tune_non_gemm", _non_gemm),
 }
 
 
@@ -334,6 +351,7 @@ def describe(settings: Settings) -> str:
         f"collect={','.join(sorted(settings.collect))};use={','.join(sorted(settings.use))};"
         f"top_k={settings.top_k};fast={settings.fast}:{settings.confidence};"
         f"adaptive={settings.adaptive}:{settings.top_k_mass};timing={settings.timing};margin={settings.aten_margin};"
+        f"non_gemm={settings.tune_non_gemm};"
         f"min={settings.min_choices};aten={settings.keep_aten};artifact_dir={settings.artifact_dir};"
         f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable};"
         f"ranking_off={','.join(settings.ranking_off)}"
@@ -355,6 +373,7 @@ __all__ = [
     "ENV_DISABLE",
     "ENV_TIMING",
     "ENV_ATEN_MARGIN",
+    "ENV_NON_GEMM",
     "ENV_CONFIDENCE",
     "TUNABLE_PREFIX",
     "KNOWN_OPS",

@@ -4,6 +4,8 @@ the padding decisions the results cache records and replays (real files, the rea
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -175,3 +177,31 @@ def test_an_artifact_from_replay_timed_data_is_trusted_by_fast_mode(tmp_path):
         [loaded] = artifact_loader.load_artifacts(((artifact_loader.SOURCE_USER, str(tmp_path / name)),))
         assert trusts_templates(loaded, gpu) is trusted
     artifact_loader.clear_cache()
+
+
+MODE_PROBE = r'''
+import json, torch
+wrapper = torch._TorchCompileInductorWrapper("max-autotune", None, False)  # what torch.compile(mode=...) builds
+print(json.dumps({k: wrapper.config.get(k) for k in
+                  ("max_autotune", "max_autotune_gemm", "coordinate_descent_tuning", "triton.cudagraphs")}))
+'''
+
+
+@pytest.mark.parametrize("extra, gemm_only", [
+    ({}, True),  # fast mode, the default
+    ({"AH_PLUGIN_NON_GEMM": "tune"}, False),  # the user keeps max-autotune's tuning of the other kernels
+    ({"AH_PLUGIN_TOP_K": "10"}, False),  # top-k mode: max-autotune as torch defines it
+])
+def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only):
+    from linear_child import child_env
+
+    env = child_env(TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", **extra)
+    proc = subprocess.run([sys.executable, "-c", MODE_PROBE], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    options = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert options["triton.cudagraphs"] is True  # CUDA graphs stay as the mode says
+    if gemm_only:
+        assert options["max_autotune_gemm"] is True
+        assert options["max_autotune"] is None and options["coordinate_descent_tuning"] is None
+    else:
+        assert options["max_autotune"] is True and options["coordinate_descent_tuning"] is True

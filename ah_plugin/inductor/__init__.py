@@ -9,7 +9,8 @@ is installed, and where each piece hooks in (docs/inductor_versions.md has the t
 * ``autotune.preprocess`` (``select_algorithm.add_preprocessing_fn``) and ``autotune.feedback``
   (``add_feedback_saver``): pruning where the first hook cannot see, the numerical check, the
   benchmark plan, the timings to the policies, the aten margin;
-* the patches of ``patches/`` for what Inductor has no override point for.
+* the patches of ``patches/`` for what Inductor has no override point for (fast mode's GEMM-only
+  ``mode="max-autotune"`` among them).
 
 Importing this package imports Inductor; ``ah_plugin`` imports it only once a switch asks for the
 plugin (``import torch`` stays free of it otherwise).
@@ -24,7 +25,7 @@ from torch._inductor import select_algorithm
 
 from .. import registry
 from . import autotune, choices
-from .patches import benchmarker, builtin_autoheuristic, pad_mm
+from .patches import benchmarker, builtin_autoheuristic, mode_options, pad_mm
 from .requests import build_request, caller_ids, default_log_path, ktc_ids
 
 _state = {"callbacks": False, "installed": False, "nonce": _uuid.uuid4().hex}
@@ -42,6 +43,14 @@ def _acting() -> bool:
         return False
     current = autotune._current_settings()
     return current is not None and current.active
+
+
+def _fast_gemm_only():
+    """None unless fast mode narrows max-autotune to GEMMs now; else whether output is verbose."""
+    current = autotune._current_settings() if _state["installed"] else None
+    if current is None or not current.gemm_only:
+        return None
+    return current.verbose
 
 
 def _timing():
@@ -64,6 +73,7 @@ def install() -> None:
         return
     builtin_autoheuristic.install(_handled_ops)
     pad_mm.install(_acting, _timing)
+    mode_options.install(_fast_gemm_only)
     choices.install(inductor_config, _state["nonce"])
     _state["installed"] = True
 
@@ -74,6 +84,7 @@ def uninstall() -> None:
         return
     builtin_autoheuristic.uninstall()
     pad_mm.uninstall()
+    mode_options.uninstall()
     benchmarker.uninstall()
     choices.uninstall(inductor_config)
     _state["installed"] = False

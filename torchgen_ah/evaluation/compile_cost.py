@@ -51,9 +51,10 @@ from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_sh
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the evaluation's bars need.
 ALL_MODES = ("off", "default", "fast", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1",
-             "replay_all", "aten_only")
+             "replay_all", "aten_only", "fast_tune_all")
 # aten_only: max-autotune with aten as the only GEMM backend, plugin off: what max-autotune costs besides
 # GEMM selection (pointwise and reduction config tuning), to tell that apart from the plugin's cost.
+# fast_tune_all: fast mode with max-autotune's tuning of the other kernels kept (AH_PLUGIN_NON_GEMM=tune).
 # replay_all: every default candidate timed by CUDA-graph replay, twice per shape (the plugin's collector
 # path with the default space): the replay-fastest choice that the per-call pick is compared with.
 REPLAY_REPS = 2
@@ -63,7 +64,8 @@ REPLAY_REPS = 2
 # artifact ranks an op); torch's built-in AutoHeuristic acts on mm only.
 OURS_USE = "mm,convolution"
 _PLUGIN_VARS = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE",
-                "AH_PLUGIN_TOP_K", "AH_PLUGIN_DISABLE", "AH_PLUGIN_KEEP_ATEN", "AH_PLUGIN_MIN_CHOICES")
+                "AH_PLUGIN_TOP_K", "AH_PLUGIN_DISABLE", "AH_PLUGIN_KEEP_ATEN", "AH_PLUGIN_MIN_CHOICES",
+                "AH_PLUGIN_NON_GEMM")
 
 
 def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str | None]:
@@ -89,6 +91,8 @@ def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str
         env["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = "ATEN"
     elif mode == "fast":
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE  # fast mode is the plugin's default
+    elif mode == "fast_tune_all":
+        env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_NON_GEMM="tune")
     elif mode == "replay_all":
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm", AH_PLUGIN_SEARCH_SPACE="default",
                    TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH=os.path.join(work_dir, "replay_all_log.txt"))

@@ -1,0 +1,69 @@
+"""Fast mode's ``torch.compile(mode="max-autotune")``: autotune the GEMMs, not every kernel.
+
+``mode="max-autotune"`` (and ``"max-autotune-no-cudagraphs"``) sets ``max_autotune`` and
+``coordinate_descent_tuning``: besides the GEMMs, every pointwise and reduction kernel is compiled in
+several configs and benchmarked, then tuned by coordinate descent. On an H200 that is most of the compile
+time fast mode has left over max-autotune off (GPT-2 small: 38 s with aten as the only GEMM choice
+against 18 s off). Fast mode promises compile time close to max-autotune off, so while it is on, the
+mode's options become ``max_autotune_gemm`` in their place: GEMMs are autotuned (and ranked by the
+plugin), everything else is compiled as with max-autotune off; CUDA graphs stay as the mode says.
+``AH_PLUGIN_NON_GEMM=tune`` keeps the mode as torch defines it. Options passed explicitly
+(``options={"max_autotune": True}``) are the user's and are never changed.
+
+``torch.compile`` looks the function up as ``torch._inductor.list_mode_options`` when it is called, so
+replacing that attribute is enough. Checked on torch 2.11 and 2.13.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch._inductor as inductor_package
+
+from ... import verbose_output
+
+logger = logging.getLogger(__name__)
+
+TUNED_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
+_NON_GEMM_TUNING = ("max_autotune", "coordinate_descent_tuning")
+_saved: dict = {}
+_said: set = set()
+
+
+def gemm_only(options: dict) -> dict:
+    """``options`` of a max-autotune mode with its non-GEMM tuning left out (GEMM autotuning kept)."""
+    out = {k: v for k, v in options.items() if k not in _NON_GEMM_TUNING}
+    if options.get("max_autotune"):
+        out["max_autotune_gemm"] = True
+    return out
+
+
+def install(fast_gemm_only) -> None:
+    """Wrap ``list_mode_options``. ``fast_gemm_only()`` says, at each call, whether fast mode narrows it:
+    None (no), else whether to say so (verbose output)."""
+    if "list_mode_options" in _saved:
+        return
+    original = inductor_package.list_mode_options
+    _saved["list_mode_options"] = original
+
+    def list_mode_options(mode=None, dynamic=None):
+        options = original(mode, dynamic)
+        if mode not in TUNED_MODES or not isinstance(options, dict):
+            return options
+        verbose = fast_gemm_only()
+        if verbose is None:
+            return options
+        if verbose and mode not in _said:
+            _said.add(mode)
+            verbose_output.say(logger, f"ah_plugin: fast mode: mode={mode!r} autotunes GEMMs only "
+                                       "(AH_PLUGIN_NON_GEMM=tune keeps max-autotune's tuning of the other kernels)")
+        return gemm_only(options)
+
+    list_mode_options.__wrapped__ = original
+    list_mode_options.__doc__ = original.__doc__
+    inductor_package.list_mode_options = list_mode_options
+
+
+def uninstall() -> None:
+    if "list_mode_options" in _saved:
+        inductor_package.list_mode_options = _saved.pop("list_mode_options")
