@@ -139,8 +139,11 @@ def worker(spec: dict) -> None:
             torch.cuda.synchronize()
 
     def step():
-        if train:  # a new step: CUDA-graph trees may reuse the previous step's output memory
-            torch.compiler.cudagraph_mark_step_begin()
+        if train:
+            # as an optimizer's zero_grad does: last step's gradients are outputs of the CUDA-graphed
+            # backward, whose memory the next replay reuses, so they are never accumulated into
+            model.zero_grad(set_to_none=True)
+            torch.compiler.cudagraph_mark_step_begin()  # a new step: the previous one's outputs are done
         out = compiled(*inputs)
         if train:
             out.float().mean().backward()
