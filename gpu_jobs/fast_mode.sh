@@ -3,7 +3,7 @@
 # machine; results packed into $OUT/<part>.tgz by run_batch.sh; each step has its own time limit):
 #   PART=models bash gpu_jobs/fast_mode.sh   GPT-2 small, a ViT, Llama prefill and decode, and a ViT training
 #                                            step, each in max-autotune off, fast mode and default max-autotune
-#                                            (then k=10 while time is left; MODES= to choose)
+#                                            (then k=10 while time is left; MODELS=, MODES= to choose)
 #   PART=checks bash gpu_jobs/fast_mode.sh   every GPU test, single GEMMs (compile and kernel time per mode on
 #                                            the first SHAPES evaluation shapes, the timing methods' picks) and
 #                                            the results cache's record/hit runs
@@ -15,7 +15,7 @@ MODELS_MIN=${MODELS_MIN:-8.6}
 export AH_BATCH_NAME=$PART
 if [ "$PART" = models ]; then
   bash gpu_jobs/run_batch.sh \
-    "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models gpt2,vit,llama_prefill,llama_decode,vit_train --modes ${MODES:-off,fast,default,ours_k10} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"
+    "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models ${MODELS:-gpt2,vit,llama_prefill,llama_decode,vit_train} --modes ${MODES:-off,fast,default,ours_k10} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"
 else
   bash gpu_jobs/run_batch.sh \
     "tests:150:python3 -m pytest tests/test_fast_gpu.py tests/test_use_gpu.py tests/test_plugin_gpu.py tests/test_tunable_limits.py -m gpu -q -rA --durations=20 --basetemp=\$OUT/t; rm -rf \$OUT/t" \

@@ -244,6 +244,30 @@ def markdown(results: list[dict], command: str, status: dict | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
+def write_report(text: str, out: str, results_md: str | None) -> None:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "e2e.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    if results_md:
+        update_results_section(results_md, "e2e_models", "## Real models: compile and step time per mode\n\n" + text,
+                               BENCHMARK_TITLE)
+    print(text)
+
+
+def combine(paths: list[str], out: str, results_md: str | None) -> int:
+    """One report over the rows of several runs' results files (each row a fresh process)."""
+    results = []
+    for path in paths:
+        if not os.path.exists(path):
+            return command_line.fail("e2e_models", FileNotFoundError(f"{path}: no such results file"), 2)
+        results += read_results(path)
+    if not results:
+        return command_line.fail("e2e_models", ValueError(f"{', '.join(paths)}: no results rows"), 1)
+    command = "python -m torchgen_ah.e2e_models --combine " + ",".join(paths)
+    write_report(markdown(results, command), out, results_md)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = command_line.parser("python -m torchgen_ah.e2e_models", __doc__.split("\n")[0])
     parser.add_argument("--out", default="e2e_out", help="folder for logs, caches and results")
@@ -256,10 +280,15 @@ def main(argv=None) -> int:
     parser.add_argument("--max-minutes", type=float, default=10.0, help="time budget of the whole run")
     parser.add_argument("--run-timeout", type=float, default=300.0, help="seconds one process may take")
     parser.add_argument("--results", default=None, help="also write the report as a section of this markdown file")
+    parser.add_argument("--combine", default=None, metavar="FILES",
+                        help="run nothing: report the results.jsonl files of earlier runs (comma-separated) as one "
+                             "table, e.g. runs of one session split over several device calls")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args.worker, worker)
+    if args.combine:
+        return combine(args.combine.split(","), args.out, args.results)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in models if m not in KNOWN_MODELS] + [m for m in modes if m not in ALL_MODES]
@@ -286,13 +315,7 @@ def main(argv=None) -> int:
                     label=f"{model}/rep{rep}/"))
     results = read_results(result_path)
     command = "python -m torchgen_ah.e2e_models " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = markdown(results, command, status)
-    with open(os.path.join(args.out, "e2e.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    if args.results:
-        update_results_section(args.results, "e2e_models", "## Real models: compile and step time per mode\n\n" + text,
-                               BENCHMARK_TITLE)
-    print(text)
+    write_report(markdown(results, command, status), args.out, args.results)
     return 0 if results else 1
 
 
