@@ -126,12 +126,14 @@ def install(
     timing: str | None = None,
     aten_margin: float | None = None,
     confidence: float | None = None,
+    tune_non_gemm: bool | None = None,
 ) -> None:
     """Switch the plugin on for this process.
 
     collect / use: op names ("mm", "addmm", "bmm", "packed_linear") or a comma-separated string.
     top_k: "fast" (the default), an integer, or "adaptive" (see docs/use.md; ``top_k_mass`` also switches
     adaptive k on). timing: "replay" (CUDA-graph replay, the default) or "per_call" (Inductor's own).
+    tune_non_gemm: in fast mode, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md).
     The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
     wins over the argument. Calling ``install`` again replaces the previous arguments.
     """
@@ -152,6 +154,7 @@ def install(
         timing=timing,
         aten_margin=aten_margin,
         confidence=confidence,
+        tune_non_gemm=tune_non_gemm,
     )
     inductor.install()
     _sync_policies()

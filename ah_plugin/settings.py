@@ -317,6 +317,8 @@ def _normalise_api(values: dict) -> dict:
                 value = _margin(str(value))
             elif key == "search_space":
                 value = _search_space(str(value))
+            elif key == "tune_non_gemm":
+                value = parse_bool(str(value))
             elif key in ("top_k", "min_choices"):
                 value = parse_int(str(value), 1)
         except BadValue as bad:

@@ -205,3 +205,21 @@ def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only):
         assert options["max_autotune"] is None and options["coordinate_descent_tuning"] is None
     else:
         assert options["max_autotune"] is True and options["coordinate_descent_tuning"] is True
+
+
+def test_non_gemm_setting_follows_the_settings_rules(monkeypatch):
+    from ah_plugin import settings
+
+    monkeypatch.delenv("AH_PLUGIN_NON_GEMM", raising=False)
+    try:
+        settings.set_api_values(use="mm", tune_non_gemm=True)
+        assert not settings.current().gemm_only
+        monkeypatch.setenv("AH_PLUGIN_NON_GEMM", "skip")  # the variable wins over the argument
+        assert settings.current().gemm_only
+        monkeypatch.setenv("AH_PLUGIN_NON_GEMM", "sometimes")  # a bad value: warned, the default applies
+        with pytest.warns(UserWarning, match="AH_PLUGIN_NON_GEMM=.sometimes. is not one of skip, tune"):
+            assert not settings.current().gemm_only  # the API's True stays
+        with pytest.raises(ValueError, match="tune_non_gemm"):
+            settings.set_api_values(tune_non_gemm="sometimes")
+    finally:
+        settings.set_api_values()
