@@ -13,7 +13,7 @@ from . import registry
 
 GEMMS = frozenset({"mm", "addmm"})
 FIX = ("On the CPU, Inductor autotunes a GEMM only when its weight is a constant: set "
-       "torch._inductor.config.freezing = True and run the model under torch.no_grad() (inference); "
+       "TORCHINDUCTOR_FREEZING=1 (Inductor's freezing option) and run the model under torch.no_grad() (inference); "
        "the plugin then handles that GEMM as packed_linear, which mm covers")
 
 counts = {"not_autotuned": 0}  # CPU GEMMs lowered with one choice while the plugin was asked about them

@@ -284,8 +284,8 @@ def explain(spec: dict) -> str:
     if spec["device"] == "cuda":
         return ("The model's matmuls are mm, autotuned by Inductor over Triton templates and aten; "
                 "COLLECT=mm and USE=mm act on them.")
-    return ("On the CPU, Inductor autotunes a GEMM only when its weight is a constant: the demo sets "
-            "torch._inductor.config.freezing = True and runs its model under torch.no_grad(). Inductor then "
+    return ("On the CPU, Inductor autotunes a GEMM only when its weight is a constant: the demo turns on "
+            "Inductor's freezing option (TORCHINDUCTOR_FREEZING=1 does it too) and runs its model under torch.no_grad(). Inductor then "
             "names the GEMM packed_linear (MKL against the C++ GEMM template), and COLLECT=mm / USE=mm cover "
             "it; a CPU mm in a training step is not autotuned at all (the plugin says so once).")
 
