@@ -40,6 +40,16 @@ PRELUDE = textwrap.dedent(
         def forward(self, x):
             return x @ self.w
 
+    def compile_linear(m, k, n, tolerance):
+        """Compile x @ w for one shape on the CPU path: (matches eager within tolerance, generated source)."""
+        module = Linear(k, n).eval()
+        x = torch.randn(m, k)
+        with torch.no_grad():
+            compiled = torch.compile(module, mode="max-autotune-no-cudagraphs", dynamic=False)
+            y, code = run_and_get_code(compiled, x)
+            ok = torch.allclose(y, x @ module.w, atol=tolerance, rtol=tolerance)
+        return bool(ok), "\\n".join(code)
+
     torch.manual_seed(0)
     out = {"runs": []}
     """

@@ -18,14 +18,9 @@ from ah_plugin.log_format import (
     sibling_log_path,
 )
 from torchgen_ah.data.ah_log import read_log
+from mm_log_meta import MM_LOG_METADATA
 
-MM_META = {
-    "shared_memory": 232448,
-    "device_capa": (9, 0),
-    "name": "mm",
-    "numerical_features": ["m", "k", "n", "mat1_stride_0", "mat1_stride_1", "mat2_stride_0", "mat2_stride_1"],
-    "categorical_features": ["mat1_dtype", "mat2_dtype", "mat1_iscontig", "mat2_iscontig", "using_tf32"],
-}
+MM_META = dict(MM_LOG_METADATA)
 FEATURES = {
     "m": 8192, "k": 1024, "n": 256, "mat1_stride_0": 1024, "mat1_stride_1": 1, "mat2_stride_0": 256,
     "mat2_stride_1": 1, "mat1_dtype": torch.bfloat16, "mat2_dtype": torch.bfloat16,

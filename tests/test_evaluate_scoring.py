@@ -18,6 +18,7 @@ from torchgen_ah.evaluation.policies import (
     summarize,
 )
 from torchgen_ah.evaluation.timing_table import EvaluationTimingTable, build_timing_table, table_from_records
+from mm_log_meta import MM_LOG_METADATA
 
 # Input "a": default's set {x, y}; z is only in the wider space and is the fastest.
 # Input "b": default's set {x, y, z}.
@@ -101,13 +102,7 @@ def _write_log(path, metadata, rows):
     append_rows(path, metadata, lines)
 
 
-META = {
-    "shared_memory": 232448,
-    "device_capa": (9, 0),
-    "name": "mm",
-    "numerical_features": ["m", "k", "n", "mat1_stride_0", "mat1_stride_1", "mat2_stride_0", "mat2_stride_1"],
-    "categorical_features": ["mat1_dtype", "mat2_dtype", "mat1_iscontig", "mat2_iscontig", "using_tf32"],
-}
+META = dict(MM_LOG_METADATA)
 
 
 def feats(m, k, n):

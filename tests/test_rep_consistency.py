@@ -11,14 +11,11 @@ import pytest
 
 from ah_plugin.log_format import append_rows, format_row
 from torchgen_ah.evaluation import rep_consistency as rc
+from mm_log_meta import MM_LOG_METADATA
 
 ROOT = Path(__file__).resolve().parents[1]
 
-META = {
-    "shared_memory": 232448, "device_capa": (9, 0), "name": "mm",
-    "numerical_features": ["m", "k", "n", "mat1_stride_0", "mat1_stride_1", "mat2_stride_0", "mat2_stride_1"],
-    "categorical_features": ["mat1_dtype", "mat2_dtype", "mat1_iscontig", "mat2_iscontig", "using_tf32"],
-}
+META = dict(MM_LOG_METADATA)
 
 
 def feats(m, k, n):

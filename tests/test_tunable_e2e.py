@@ -21,14 +21,8 @@ from linear_child import PRELUDE, child_env
 SCRIPT = PRELUDE + textwrap.dedent(
     """
     for m, k, n in json.loads(sys.argv[1]):
-        module = Linear(k, n).eval()
-        x = torch.randn(m, k)
-        with torch.no_grad():
-            compiled = torch.compile(module, mode="max-autotune-no-cudagraphs", dynamic=False)
-            y, code = run_and_get_code(compiled, x)
-            ok = torch.allclose(y, x @ module.w, atol=1e-4, rtol=1e-4)
-        source = "\\n".join(code)
-        out["runs"].append({"m": m, "ok": bool(ok), "mkl": "_mkl_linear" in source,
+        ok, source = compile_linear(m, k, n, 1e-4)
+        out["runs"].append({"m": m, "ok": ok, "mkl": "_mkl_linear" in source,
                             "cpp_gemm": "micro_gemm" in source})
     out["benchmarked"] = benchmarked
     out["stats"] = tunable.get_stats()

@@ -24,14 +24,8 @@ SCRIPT = PRELUDE + textwrap.dedent(
         tunable.set_numerical_check_tolerances(True, tolerance, tolerance)
         benchmarked.clear()
         before = tunable.get_stats()["rejected_candidates"]
-        module = Linear(k, n).eval()
-        x = torch.randn(m, k)
-        with torch.no_grad():
-            compiled = torch.compile(module, mode="max-autotune-no-cudagraphs", dynamic=False)
-            y, code = run_and_get_code(compiled, x)
-            ok = torch.allclose(y, x @ module.w, atol=1e-5, rtol=1e-5)
-        source = "\\n".join(code)
-        out["runs"].append({"ok": bool(ok), "benchmarked": list(benchmarked),
+        ok, source = compile_linear(m, k, n, 1e-5)
+        out["runs"].append({"ok": ok, "benchmarked": list(benchmarked),
                             "rejected": tunable.get_stats()["rejected_candidates"] - before,
                             "mkl": "_mkl_linear" in source, "cpp_gemm": "micro_gemm" in source})
     tunable.write_file()
