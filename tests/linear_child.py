@@ -41,7 +41,7 @@ PRELUDE = textwrap.dedent(
             return x @ self.w
 
     def compile_linear(m, k, n, tolerance):
-        """Compile x @ w for one shape on the CPU path: (matches eager within tolerance, generated source)."""
+        # x @ w of one shape compiled on the CPU path: (matches eager within tolerance, generated source)
         module = Linear(k, n).eval()
         x = torch.randn(m, k)
         with torch.no_grad():
