@@ -18,6 +18,18 @@ def child_env(**extra) -> dict:
     return env
 
 
+# The module every child compiles: x @ w with w a parameter (a constant under freezing).
+LINEAR = textwrap.dedent(
+    """
+    class Linear(torch.nn.Module):
+        def __init__(self, k, n):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(k, n))
+        def forward(self, x):
+            return x @ self.w
+    """
+)
+
 PRELUDE = textwrap.dedent(
     """
     import json, sys, torch
@@ -33,12 +45,9 @@ PRELUDE = textwrap.dedent(
         benchmarked.append((name, adapter.caller_ids(list(timings))))
     select_algorithm.add_feedback_saver(saver)
 
-    class Linear(torch.nn.Module):
-        def __init__(self, k, n):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.randn(k, n))
-        def forward(self, x):
-            return x @ self.w
+    """
+) + LINEAR + textwrap.dedent(
+    """
 
     def compile_linear(m, k, n, tolerance):
         # x @ w of one shape compiled on the CPU path: (matches eager within tolerance, generated source)

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from linear_child import child_env
+from linear_child import LINEAR, child_env
 
 SCRIPT = r'''
 import json, os, sys, warnings
@@ -44,16 +44,10 @@ class KeepCpp:
     def on_timings(self, request, timings, untimed):
         self.requests.append(("timings", sorted(timings), untimed))
 
-class M(torch.nn.Module):
-    def __init__(self, k, n):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(k, n))
-    def forward(self, x):
-        return x @ self.w
-
+''' + LINEAR + r'''
 def run(m, k, n):
     torch._dynamo.reset()
-    mod = M(k, n)
+    mod = Linear(k, n)
     x = torch.randn(m, k)
     with torch.no_grad():
         out = torch.compile(mod, mode="max-autotune", dynamic=False)(x)

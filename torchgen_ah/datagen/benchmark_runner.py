@@ -85,17 +85,8 @@ class RunSummary:
     log_path: str = ""
 
     def as_dict(self) -> dict:
-        return {
-            "planned": self.planned,
-            "skipped": self.skipped,
-            "ok": self.ok,
-            "failed": dict(self.failed),
-            "not_started": self.not_started,
-            "interrupted": self.interrupted,
-            "excluded": self.excluded,
-            "seconds": round(self.seconds, 3),
-            "log_path": self.log_path,
-        }
+        """The fields as plain JSON data (``failed`` a plain dict, seconds rounded to the millisecond)."""
+        return {**self.__dict__, "failed": dict(self.failed), "seconds": round(self.seconds, 3)}
 
 
 class BenchmarkRunner:
