@@ -213,6 +213,16 @@ def run_worker(spec_path: str, worker) -> int:
     return 0
 
 
+def parse_or_work(parser: argparse.ArgumentParser, argv, worker):
+    """The command line's arguments; in a mode's own process (the hidden ``--worker SPEC``) run ``worker``
+    on the spec instead and exit."""
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        sys.exit(run_worker(args.worker, worker))
+    return args
+
+
 def pick_device(device: str | None) -> str:
     """The ``--device`` argument, or cuda when this machine has one, else cpu."""
     if device is not None:
@@ -304,10 +314,7 @@ def main(argv=None) -> int:
     parser.add_argument("--results", default=None,
                         help="also write the report as the compile_cost section of this markdown file "
                              "(e.g. benchmarks/RESULTS.md)")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.worker:
-        return run_worker(args.worker, worker)
+    args = parse_or_work(parser, argv, worker)
     try:
         all_shapes = read_shapes(args.shapes_file)
         shapes = all_shapes[: args.shapes]

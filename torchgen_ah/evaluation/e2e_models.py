@@ -24,7 +24,6 @@ Step time = median wall time of 30 calls after 5 warm-up calls, each synchronize
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -38,11 +37,11 @@ from torchgen_ah.evaluation.compile_cost import (
     ALL_MODES,
     MAX_AUTOTUNE,
     fresh_results_path,
+    parse_or_work,
     pick_device,
     read_results,
     run_mode,
     run_steps,
-    run_worker,
 )
 from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
 
@@ -283,10 +282,7 @@ def main(argv=None) -> int:
     parser.add_argument("--combine", default=None, metavar="FILES",
                         help="run nothing: report the results.jsonl files of earlier runs (comma-separated) as one "
                              "table, e.g. runs of one session split over several device calls")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.worker:
-        return run_worker(args.worker, worker)
+    args = parse_or_work(parser, argv, worker)
     if args.combine:
         return combine(args.combine.split(","), args.out, args.results)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
