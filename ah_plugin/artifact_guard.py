@@ -24,6 +24,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 IMPORT_TIMEOUT_S = 60.0  # executing one artifact file (a large one takes ~0.2 s without bytecode)
@@ -105,6 +106,20 @@ def _quiet_inputs(argv0: str | None):
         sys.argv = saved_argv
 
 
+# The caller waits in slices this long: a Ctrl-C the kernel delivered to the artifact thread sets Python's
+# signal flag, which only the main thread acts on, between bytecodes; one long wait would hold it back
+# until the time limit.
+_WAIT_SLICE_S = 0.05
+
+
+def _wait(done: threading.Event, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not done.wait(min(_WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            return False
+    return True
+
+
 def run(fn, what: str, origin: str | None = None, timeout: float | None = None, importing: bool = False):
     """``fn()`` on the artifact thread; its value, or ``ArtifactError("<what> raised ...")``.
 
@@ -124,7 +139,7 @@ def run(fn, what: str, origin: str | None = None, timeout: float | None = None, 
             _runner = _Runner()
         with _quiet_inputs(origin if importing else None):
             _runner.jobs.put(job)
-            finished = job.done.wait(timeout)
+            finished = _wait(job.done, timeout)
             if not finished:
                 _runner = None  # abandoned with its job; the next call starts a fresh thread
     if not finished:
