@@ -289,3 +289,29 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     assert e2e_models.autotune_counts(str(log)) == (2, 10)
     assert e2e_models.autotune_counts(str(out / "mlp" / "missing.log")) is None
     assert e2e_models.main(["--out", str(out), "--models", "bert"]) == 2
+
+
+def test_e2e_models_combine_reports_runs_as_one_table_with_medians(tmp_path):
+    """Runs split over several calls: one table, a cell's step time the median of its processes."""
+    import json
+
+    from torchgen_ah.evaluation import e2e_models
+
+    def row(mode, compile_s, step_ms):
+        return json.dumps({"mode": mode, "model": "mlp", "rep": 0, "compile_seconds": compile_s,
+                           "step_ms": step_ms, "benchmarked": 0})
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(row("off", 10.0, 1.0) + "\n" + row("fast", 11.0, 1.2) + "\n")
+    second.write_text(row("off", 12.0, 2.0) + "\n" + row("default", 40.0, 1.5) + "\n")
+    results_md = tmp_path / "RESULTS.md"
+    rc = e2e_models.main(["--combine", f"{first},{second}", "--out", str(tmp_path / "out"),
+                          "--results", str(results_md)])
+    assert rc == 0
+    table = (tmp_path / "out" / "e2e.md").read_text()
+    assert "| mlp | off | 2 | 11.0 | 1.500 | 0 |" in table  # two processes: medians
+    assert "| mlp | fast | 1 | 11.0 | 1.200 | 0 |" in table
+    # fast against off (compile 11/11) and min(off, default) (step 1.2/1.5)
+    assert "| mlp | 1.00 | 0.800 | met |" in table
+    assert "<!-- BEGIN e2e_models -->" in results_md.read_text()
+    assert e2e_models.main(["--combine", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")]) == 2
