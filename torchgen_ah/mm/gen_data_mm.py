@@ -46,6 +46,7 @@ first repetition, as a compile error would, to exercise batch fault isolation wi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -71,6 +72,7 @@ ENV_SEARCH_SPACE = "AH_PLUGIN_SEARCH_SPACE"
 ENV_SEARCH_SAMPLE = "AH_PLUGIN_SEARCH_SAMPLE"
 ENV_TIMING = "AH_PLUGIN_TIMING"
 ENV_INJECT_FAULT = "AH_DATAGEN_INJECT_FAULT"
+ENV_PERSISTENT_TMA = "ENABLE_PERSISTENT_TMA_MATMUL"  # Inductor's switch for its persistent TMA mm template
 
 _DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
@@ -124,6 +126,9 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                                  "events, as upstream's data were (default: %(default)s)")
         parser.add_argument("--search-space", choices=("wide", "default"), default="wide",
                             help="plugin search space: 'wide' adds sampled configs beyond default's")
+        parser.add_argument("--persistent-tma", action="store_true",
+                            help="also time Inductor's persistent TMA mm template (Hopper and newer; off in "
+                                 "Inductor by default, on in the plugin's quality mode)")
         parser.add_argument("--search-space-sample", type=int, default=None,
                             help="extra configs of the wide space timed per input (plugin default if unset)")
         parser.add_argument("--memory-limit-gb", type=float, default=DEFAULT_MEMORY_LIMIT_BYTES / 2**30,
@@ -243,6 +248,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         env[ENV_USE if args.use_heuristic else ENV_COLLECT] = op
         env[ENV_SEARCH_SPACE] = args.search_space
         env[ENV_TIMING] = args.timing
+        if args.persistent_tma:
+            env[ENV_PERSISTENT_TMA] = "1"
         if args.search_space_sample is not None:
             env[ENV_SEARCH_SAMPLE] = str(args.search_space_sample)
         # the host's cores are shared by this process's GPU workers and, under torchrun, by the other
@@ -252,6 +259,21 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         if compiles_in_process(args, device):
             env["TORCH_WARM_POOL"] = "0"  # no subprocess pool started at import, only to go unused
         return env
+
+    def finish(self, args, log_path: str, summary) -> None:
+        """Say so when a GPU run asked for replay timing and the log's metadata says otherwise (the rows
+        are then per-call data: the trainers and merge_data keep the two apart)."""
+        if args.timing != "replay" or (args.device or "cuda").startswith("cpu") or not os.path.exists(log_path):
+            return
+        with open(log_path, encoding="utf-8") as f:
+            first = f.readline()
+        try:
+            method = json.loads(first).get("timing")
+        except ValueError:
+            return
+        if method != "cudagraph_replay":
+            print(f"{self.name}: warning: {log_path}:1: the rows were timed per call, not by CUDA-graph replay "
+                  "as --timing replay asked; treat this log as per-call data", file=sys.stderr)
 
     def log_path_for(self, args) -> str:
         return distributed.rank_output_path(args.output, distributed.rank_info())

@@ -120,18 +120,29 @@ def with_plan(choices, plan: Plan):
 
 
 def install() -> None:
-    """Put the wrappers on Inductor's benchmarker instance (on the first plan; inert while none is active)."""
+    """Put the wrappers on Inductor's benchmarker instance (on each plan; inert while none is active).
+
+    Checked on every plan, not once: a temporary override of a method on the instance (collection's
+    compile-only warm-up replaces ``benchmark_gpu`` with a launch-only stub and restores what was there on
+    exit) must neither be wrapped (its stub would then be timed by replay) nor leave the method unwrapped
+    after it is gone. A method whose instance slot holds a foreign callable is left to it until a later plan.
+    """
     bench = getattr(benchmarking, "benchmarker", None)
-    if bench is None or _Wrapped.benchmarker is bench:
+    if bench is None:
         return
-    uninstall()
-    originals = {}
+    if _Wrapped.benchmarker is not bench:
+        uninstall()
+        _Wrapped.benchmarker, _Wrapped.originals, _Wrapped.limit_plans = bench, {}, {}
     for name in _LIMIT_MAPS:
-        original = getattr(bench, name, None)
-        if original is not None:
-            originals[name] = original
-            bench.__dict__[name] = _planned_method(name, original)
-    _Wrapped.benchmarker, _Wrapped.originals, _Wrapped.limit_plans = bench, originals, {}
+        slot = bench.__dict__.get(name)
+        if slot is not None:
+            continue  # ours already, or a temporary override that owns the method for now
+        unbound = getattr(type(bench), name, None)
+        if unbound is None:
+            continue
+        original = unbound.__get__(bench, type(bench))
+        _Wrapped.originals[name] = original
+        bench.__dict__[name] = _planned_method(name, original)
 
 
 def uninstall() -> None:
