@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ah_plugin import artifact_loader
+from ah_plugin.replay_timing import METHOD_REPLAY
 from torchgen_ah.evaluation import h200_quality as hq
 from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
 from torchgen_ah.evaluation.policies import ours_policy, score_policies, summarize
@@ -108,6 +109,11 @@ def shipped_status(package_dir: str, trained: str) -> tuple[str, bool]:
         with open(path, encoding="utf-8") as fh:
             return [line for line in fh if not line.startswith("#")]
 
+    if any(line.strip() == f"timing = '{METHOD_REPLAY}'" for line in body(shipped)):
+        # trained on replay-timed data (datasets/h200_replay): this per-call artifact is scored, not shipped
+        return (f"The shipped `artifacts/_{hq.H200_NAME}.py` is trained on CUDA-graph replay timings "
+                "(datasets/h200_replay; its header has the command); the per-call artifact scored here is "
+                "not shipped.", True)
     if body(shipped) == body(trained):
         return f"The shipped `artifacts/_{hq.H200_NAME}.py` is this artifact (same code).", True
     return (f"The shipped `artifacts/_{hq.H200_NAME}.py` is NOT this artifact: regenerate it with the "
