@@ -6,11 +6,14 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
 * **fast mode** (the default, ``AH_PLUGIN_TOP_K=fast``): when the ranking puts aten first (``extern_mm``,
   ``extern__mkl_linear``, ...: ids starting with ``extern_``), aten alone is kept: no template is
   compiled and Inductor benchmarks nothing. When it puts a template first with a share of at least
-  ``AH_PLUGIN_CONFIDENCE`` (0.8), that template alone is kept (compiled once, never benchmarked). Else the
-  top template and aten are kept, and the adapter times both by CUDA-graph replay; the template wins
-  only by the aten margin. Templates are trusted only from an artifact trained on replay-timed data
-  (its ``timing`` attribute) or on a CPU: an artifact trained on per-call GPU timings, which favour
-  templates on small GEMMs, gets aten alone.
+  ``AH_PLUGIN_CONFIDENCE`` (0.8 on a CPU; never on a GPU by default: held out, the H200 ranking's sure
+  leaves still named templates 1.5-2.3x slower than cuBLAS on 2 of 67 GEMMs), that template alone is kept
+  (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
+  CUDA-graph replay; the template wins only by the aten margin. Templates are trusted only from an
+  artifact trained on replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on
+  per-call GPU timings, which favour templates on small GEMMs, gets aten alone.
+* **quality mode** (``AH_PLUGIN_TOP_K=quality``): the top ``settings.QUALITY_TOP_K`` (3) of the ranking
+  over Inductor's candidates plus its persistent TMA template, and aten, timed by replay with the margin.
 * **top k** (``AH_PLUGIN_TOP_K=<k>``): the top k plus aten, never fewer than ``min_choices`` (2).
 * **adaptive k** (``AH_PLUGIN_TOP_K=adaptive``): the shortest prefix of the ranking whose leaf
   probability mass reaches a threshold: confident leaves benchmark fewer choices.
@@ -42,6 +45,7 @@ setting it switches adaptive k on, with ``AH_PLUGIN_TOP_K`` as the cap), ``AH_PL
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -55,9 +59,11 @@ log = logging.getLogger(__name__)
 DEFAULT_TOP_K = 10
 DEFAULT_MASS = 0.9
 DEFAULT_MIN_CHOICES = 2
-DEFAULT_CONFIDENCE = 0.8
+DEFAULT_CONFIDENCE = None  # fast mode: None is the device's default (lone_template_share)
+CPU_CONFIDENCE = 0.8
 ADAPTIVE = "adaptive"
 FAST = "fast"
+QUALITY = "quality"
 
 
 
@@ -72,7 +78,8 @@ class UseOptions:
 
     top_k: int = DEFAULT_TOP_K  # fixed k; with adaptive, the most choices kept (besides aten)
     fast: bool = False  # fast mode: one choice when the ranking is sure, else its top template and aten
-    confidence: float = DEFAULT_CONFIDENCE  # fast mode: the share a lone template needs
+    quality: bool = False  # quality mode: the top k (settings.QUALITY_TOP_K) of a space with persistent TMA, and aten
+    confidence: float | None = DEFAULT_CONFIDENCE  # fast mode: the share a lone template needs (None: by device)
     adaptive: bool = False
     mass: float = DEFAULT_MASS  # adaptive: keep the shortest prefix whose probability mass reaches this
     min_choices: int = DEFAULT_MIN_CHOICES  # never keep fewer (when that many exist); 1 may skip benchmarking
@@ -93,6 +100,8 @@ class UseOptions:
         k = f"adaptive:{self.mass}:{self.top_k}" if self.adaptive else str(self.top_k)
         if self.fast:
             k = f"fast:{self.confidence}"
+        elif self.quality:
+            k = f"quality:{self.top_k}"
         return f"k={k};min={self.min_choices};aten={int(self.keep_aten)};on={int(self.enabled)}"
 
     @classmethod
@@ -105,6 +114,7 @@ class UseOptions:
         values = {
             "top_k": current.top_k,
             "fast": current.fast,
+            "quality": current.quality,
             "confidence": current.confidence,
             "adaptive": current.adaptive,
             "mass": current.top_k_mass,
@@ -115,14 +125,13 @@ class UseOptions:
         # a bad ranking variable switches the policy off, unless an explicit argument replaces it
         field_of = settings.RANKING_VARIABLES
         values["enabled"] = not any(explicit.get(field_of[name]) is None for name in current.ranking_off)
-        if explicit.get("top_k") == ADAPTIVE:
-            explicit = dict(explicit, top_k=None, adaptive=True, fast=False)
-        elif explicit.get("top_k") == FAST:
-            explicit = dict(explicit, top_k=None, fast=True, adaptive=False)
+        named = explicit.get("top_k")
+        if named in settings.NAMED_MODES:
+            explicit = {**explicit, "top_k": None, **settings.named_mode(named)}
         elif explicit.get("top_k") is not None:
-            explicit = dict(explicit, fast=False)
+            explicit = dict(explicit, fast=False, quality=False)
         if explicit.get("mass") is not None:
-            explicit = dict(explicit, adaptive=True, fast=False)
+            explicit = dict(explicit, adaptive=True, fast=False, quality=False)
         values.update({key: value for key, value in explicit.items() if value is not None})
         return cls(**values)
 
@@ -130,8 +139,8 @@ class UseOptions:
 def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confidence: float,
                 trust_templates: bool) -> list[str]:
     """Fast mode's ids to keep: one aten choice when the ranking puts aten first (or templates are not
-    trusted), the top template alone when its share reaches ``confidence``, else the top template and aten.
-    Pure function of its inputs."""
+    trusted), the top template alone when its share reaches ``confidence``, else the top template and aten
+    (timed against each other). Pure function of its inputs."""
     today = set(candidates)
     ranked = [(choice, float(share)) for choice, share in ranking if choice in today]
     aten = [choice for choice, _ in ranked if is_aten_choice(choice)]
@@ -151,14 +160,17 @@ def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confide
 
 
 def choose(
-    ranking: list[tuple[str, float]], candidates: list[str], options: UseOptions, trust_templates: bool = True
+    ranking: list[tuple[str, float]], candidates: list[str], options: UseOptions, trust_templates: bool = True,
+    cpu: bool = False,
 ) -> list[str]:
-    """The ids to keep, best first, from an artifact's ``ranking`` and today's ``candidates``.
+    """The ids to keep, best first, from an artifact's ``ranking`` and today's ``candidates`` (``cpu``: the
+    request is a CPU's, for fast mode's default confidence).
 
     Pure function of its inputs (the policy's core; unit-testable on plain lists).
     """
     if options.fast:
-        return choose_fast(ranking, candidates, options.confidence, trust_templates)
+        return choose_fast(ranking, candidates, options.confidence if options.confidence is not None else
+                           (CPU_CONFIDENCE if cpu else math.inf), trust_templates)
     today = set(candidates)
     enough = max(options.top_k, options.min_choices)  # more ranked choices are never used
     ranked, seen = [], set()
@@ -192,10 +204,15 @@ def choose(
     return keep
 
 
+def on_cpu(metadata: dict) -> bool:
+    """Whether a request's metadata describes a CPU (no device capability)."""
+    return tuple(metadata.get("device_capa") or (0, 0)) == (0, 0)
+
+
 def trusts_templates(artifact, metadata: dict) -> bool:
     """Whether fast mode may keep a template on the artifact's word: its data were timed by CUDA-graph
     replay (the artifact's ``timing`` attribute), or the device is a CPU (no graphs; per-call is how it runs)."""
-    if tuple(metadata.get("device_capa") or (0, 0)) == (0, 0):
+    if on_cpu(metadata):
         return True
     return getattr(artifact.heuristic, "timing", None) == METHOD_REPLAY
 
@@ -345,7 +362,8 @@ class RankingPolicy:
                 f"today: {list(request.candidates)}",
             )
             return None
-        keep = choose(ranking, request.candidates, self.options, trusts_templates(artifact, request.metadata))
+        keep = choose(ranking, request.candidates, self.options, trusts_templates(artifact, request.metadata),
+                      on_cpu(request.metadata))
         if self.options.verbose:
             _say(
                 f"ah_plugin: {artifact.name} {request.op_name}: keeping {len(keep)} of "
@@ -484,4 +502,5 @@ __all__ = [
     "DEFAULT_MASS",
     "ADAPTIVE",
     "FAST",
+    "QUALITY",
 ]

@@ -17,6 +17,7 @@ Standard library only: ``_autoload`` calls ``env_requests_plugin`` on every ``im
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, fields, replace
@@ -28,7 +29,7 @@ ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
 ENV_USE = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"  # "DEFAULT" or unset: per-device file
 # Ours.
-ENV_TOP_K = "AH_PLUGIN_TOP_K"  # "fast" (the default), an integer, or "adaptive"
+ENV_TOP_K = "AH_PLUGIN_TOP_K"  # "fast" (the default), "quality", an integer, or "adaptive"
 ENV_TOP_K_MASS = "AH_PLUGIN_TOP_K_MASS"  # adaptive k's probability threshold; setting it means adaptive
 ENV_MIN_CHOICES = "AH_PLUGIN_MIN_CHOICES"  # the USE policy never keeps fewer (when that many exist)
 ENV_KEEP_ATEN = "AH_PLUGIN_KEEP_ATEN"  # always keep the aten choice besides the top k
@@ -39,8 +40,8 @@ ENV_SEARCH_SAMPLE = "AH_PLUGIN_SEARCH_SAMPLE"  # extra configs sampled per input
 ENV_DISABLE = "AH_PLUGIN_DISABLE"  # "1": the plugin stays off whatever else is set
 ENV_TIMING = "AH_PLUGIN_TIMING"  # "replay" (CUDA-graph replay, the default) | "per_call" (Inductor's own)
 ENV_ATEN_MARGIN = "AH_PLUGIN_ATEN_MARGIN"  # a template beats aten only by more than this fraction
-ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: trust a lone template when its ranking share reaches this
-ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast mode: "skip" (max-autotune tunes GEMMs only, the default) | "tune"
+ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: the share a template needs to be kept alone, or "never"
+ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast and quality modes: "skip" (max-autotune tunes GEMMs only, the default) | "tune"
 # The results cache (ah_plugin/tunable) owns the meaning of these; any of them switches the hook on.
 TUNABLE_PREFIX = "AH_TUNABLE_"
 
@@ -52,6 +53,9 @@ BUILTIN_ONLY_OPS = frozenset({"pad_mm", "mixed_mm"})
 SEARCH_SPACES = ("default", "wide")
 ADAPTIVE = "adaptive"
 FAST = "fast"
+NEVER = math.inf  # AH_PLUGIN_CONFIDENCE=never: no share is enough
+QUALITY = "quality"
+QUALITY_TOP_K = 3  # quality mode: the ranking's top templates benchmarked with aten
 METHOD_REPLAY = "cudagraph_replay"  # replay_timing.METHOD_REPLAY (not imported: this module stays import-free)
 TIMINGS = {"replay": METHOD_REPLAY, METHOD_REPLAY: METHOD_REPLAY, "per_call": None}
 # On the CPU, Inductor autotunes a GEMM only as packed_linear (a constant weight under freezing): asking
@@ -113,13 +117,20 @@ class Settings:
     ranking_off: tuple = ()  # variables of RANKING_VARIABLES holding a bad value: the USE ranking is off
     timing: str | None = METHOD_REPLAY  # how candidates are timed on CUDA (None: Inductor's per-call events)
     aten_margin: float = 0.02  # a template replaces aten only when faster by more than this fraction
-    confidence: float = 0.8  # fast mode keeps a lone template when its ranking share reaches this
-    tune_non_gemm: bool = False  # fast mode: keep max-autotune's tuning of pointwise/reduction kernels
+    confidence: float | None = None  # fast mode keeps a template alone from this share (None: 0.8 on a CPU,
+    # never on a GPU; ranking.lone_template_share)
+    tune_non_gemm: bool = False  # fast/quality: keep max-autotune's tuning of pointwise/reduction kernels
+    quality: bool = False  # quality mode: the top QUALITY_TOP_K of a wider space (persistent TMA) and aten, timed
 
     @property
     def gemm_only(self) -> bool:
         """Fast mode narrows ``mode="max-autotune"`` to GEMM autotuning (patches/mode_options.py)."""
-        return bool(self.use) and self.fast and not self.tune_non_gemm
+        return bool(self.use) and (self.fast or self.quality) and not self.tune_non_gemm
+
+    @property
+    def persistent_tma(self) -> bool:
+        """Quality mode offers Inductor's persistent TMA mm template (patches/mode_options.py)."""
+        return bool(self.use) and self.quality
 
     @property
     def collect_ops(self) -> frozenset:
@@ -184,13 +195,33 @@ def _known_ops(name: str, text: str) -> frozenset:
 _RANKING_OFF = "the USE ranking is off (Inductor benchmarks all its choices); collection and the results cache go on"
 
 
+NAMED_MODES = (ADAPTIVE, FAST, QUALITY)
+
+
+def named_mode(value: str) -> dict:
+    """The settings a named ``AH_PLUGIN_TOP_K`` value stands for (quality mode: its top k)."""
+    out = {"adaptive": value == ADAPTIVE, "fast": value == FAST, "quality": value == QUALITY}
+    if value == QUALITY:
+        out["top_k"] = QUALITY_TOP_K
+    return out
+
+
 def _top_k(text: str):
-    if text.lower() in (ADAPTIVE, FAST):
+    if text.lower() in NAMED_MODES:
         return text.lower()
     try:
         return parse_int(text, 1)
     except BadValue:
-        raise BadValue("'fast', an integer >= 1 or 'adaptive'") from None
+        raise BadValue("'fast', 'quality', an integer >= 1 or 'adaptive'") from None
+
+
+def _confidence(text: str) -> float:
+    if text.strip().lower() == "never":
+        return NEVER
+    try:
+        return parse_fraction(text)
+    except BadValue:
+        raise BadValue("a number in (0, 1] or 'never'") from None
 
 
 def _timing(text: str):
@@ -233,7 +264,7 @@ _PARSED = {
     ENV_VERBOSE: ("verbose", parse_bool),
     ENV_SEARCH_SPACE: ("search_space", _search_space),
     ENV_SEARCH_SAMPLE: ("search_sample", parse_int),
-    ENV_CONFIDENCE: ("confidence", parse_fraction),
+    ENV_CONFIDENCE: ("confidence", _confidence),
     ENV_TIMING: ("timing", _timing),
     ENV_ATEN_MARGIN: ("aten_margin", _margin),
     ENV_NON_GEMM: ("tune_non_gemm", _non_gemm),
@@ -267,14 +298,14 @@ def _from_env(env) -> dict:
                 unset = _api_values.get(key, getattr(Settings(), key))
                 warn_bad(name, text, bad.expected, f"ignored: {unset!r} applies (its value when unset)")
             continue
-        if value in (ADAPTIVE, FAST):
-            out["adaptive"], out["fast"] = value == ADAPTIVE, value == FAST
+        if value in NAMED_MODES:
+            out.update(named_mode(value))
             continue
         out[key] = value
         if key == "top_k":
-            out["fast"] = False
+            out["fast"] = out["quality"] = False
         if key == "top_k_mass":
-            out["adaptive"], out["fast"] = True, False  # a threshold means adaptive k
+            out.update(adaptive=True, fast=False, quality=False)  # a threshold means adaptive k
     if ranking_off:
         out["ranking_off"] = tuple(ranking_off)
     if any(k.startswith(TUNABLE_PREFIX) and v.strip().lower() not in _FALSE_WORDS for k, v in env.items()):
@@ -295,11 +326,11 @@ def _normalise_api(values: dict) -> dict:
             raise TypeError(f"unknown ah_plugin setting {key!r}; known: {sorted(names)}")
         if value is None and key not in ("log_path", "artifact_dir"):
             continue
-        if key == "top_k" and value in (ADAPTIVE, FAST):
-            out["adaptive"], out["fast"] = value == ADAPTIVE, value == FAST
+        if key == "top_k" and value in NAMED_MODES:
+            out.update(named_mode(value))
             continue
         if key == "top_k":
-            out["fast"] = False
+            out["fast"] = out["quality"] = False
         try:
             if key in ("collect", "use"):
                 value = _ops(value)
@@ -308,9 +339,9 @@ def _normalise_api(values: dict) -> dict:
                     raise BadValue(unknown_ops_message(unknown))
             elif key == "top_k_mass":
                 value = parse_fraction(str(value))
-                out["adaptive"], out["fast"] = True, False  # as the variable: a threshold means adaptive k
+                out.update(adaptive=True, fast=False, quality=False)  # as the variable: a threshold means adaptive k
             elif key == "confidence":
-                value = parse_fraction(str(value))
+                value = _confidence(str(value))
             elif key == "timing":
                 value = _timing(str(value))
             elif key == "aten_margin":
@@ -351,7 +382,7 @@ def describe(settings: Settings) -> str:
     """A stable text of the settings that change what Inductor generates (for cache keys)."""
     return (
         f"collect={','.join(sorted(settings.collect))};use={','.join(sorted(settings.use))};"
-        f"top_k={settings.top_k};fast={settings.fast}:{settings.confidence};"
+        f"top_k={settings.top_k};fast={settings.fast}:{settings.confidence};quality={settings.quality};"
         f"adaptive={settings.adaptive}:{settings.top_k_mass};timing={settings.timing};margin={settings.aten_margin};"
         f"non_gemm={settings.tune_non_gemm};"
         f"min={settings.min_choices};aten={settings.keep_aten};artifact_dir={settings.artifact_dir};"

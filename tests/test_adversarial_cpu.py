@@ -389,7 +389,7 @@ def test_unknown_op_names_are_refused_with_the_known_ones(value, fresh_warnings)
 def test_a_bad_setting_disables_only_what_it_governs(fresh_warnings, monkeypatch):
     env = {settings.ENV_COLLECT: "packed_linear", settings.ENV_USE: "packed_linear", settings.ENV_TOP_K: "ten",
            "AH_TUNABLE_ENABLED": "1"}
-    with pytest.warns(env_values.SettingsWarning, match="AH_PLUGIN_TOP_K='ten' is not 'fast', an integer >= 1"):
+    with pytest.warns(env_values.SettingsWarning, match="AH_PLUGIN_TOP_K='ten' is not 'fast', 'quality', an integer >= 1"):
         current = settings.current(env)
     assert current.ranking_off == ("AH_PLUGIN_TOP_K",) and current.collect and current.use and current.tunable
     with warnings.catch_warnings():

@@ -303,7 +303,7 @@ def test_e2e_models_combine_reports_runs_as_one_table_with_medians(tmp_path):
 
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text(row("off", 10.0, 1.0) + "\n" + row("fast", 11.0, 1.2) + "\n")
-    second.write_text(row("off", 12.0, 2.0) + "\n" + row("default", 40.0, 1.5) + "\n")
+    second.write_text(row("off", 12.0, 2.0) + "\n" + row("default", 40.0, 1.5) + "\n" + row("quality", 30.0, 1.4) + "\n")
     results_md = tmp_path / "RESULTS.md"
     rc = e2e_models.main(["--combine", f"{first},{second}", "--out", str(tmp_path / "out"),
                           "--results", str(results_md)])
@@ -312,6 +312,9 @@ def test_e2e_models_combine_reports_runs_as_one_table_with_medians(tmp_path):
     assert "| mlp | off | 2 | 11.0 | 1.500 | 0 |" in table  # two processes: medians
     assert "| mlp | fast | 1 | 11.0 | 1.200 | 0 |" in table
     # fast against off (compile 11/11) and min(off, default) (step 1.2/1.5)
-    assert "| mlp | 1.00 | 0.800 | met |" in table
+    assert "| mlp | 1.00 | 0.28 | 0.800 | met |" in table  # compile / off, / default, step / min(off, default)
+    # quality: compile within default's (30/40), steps 1.4/1.5 over the one model: the 0.97x bar is met
+    assert "| mlp | 2.73 | 0.75 | 0.933 | met |" in table
+    assert "step 0.933x min(off, default). Step bar (<= 0.97x): met." in table
     assert "<!-- BEGIN e2e_models -->" in results_md.read_text()
     assert e2e_models.main(["--combine", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")]) == 2

@@ -66,15 +66,17 @@ def _child(tmp_path, name, spec, **env_vars):
     return result
 
 
-def test_fast_mode_with_the_packaged_artifact_benchmarks_nothing(tmp_path):
-    """The packaged artifacts were trained on per-call timings: fast mode trusts aten only, so every mm
-    keeps aten alone: no template compiled, nothing benchmarked, aten in the compiled code."""
-    shapes = [[1024, 1024, 1024], [7, 4096, 4096], [2048, 768, 3072]]
+def test_fast_mode_with_the_packaged_artifact_keeps_aten_or_times_a_template_against_it(tmp_path):
+    """The packaged MMRankingH200 is trained on replay timings, so fast mode trusts its templates, but on a
+    GPU never alone: every mm keeps aten, alone (nothing benchmarked) or with the ranking's template (both
+    timed). 2048x768x3072 is a GEMM of its training data where cuBLAS wins: aten alone, aten in the code."""
+    shapes = [[2048, 768, 3072], [1024, 1024, 1024], [64, 2048, 5632]]
     result = _child(tmp_path, "fast", {"shapes": shapes}, TORCHINDUCTOR_AUTOHEURISTIC_USE="mm")
     assert result["matches"] == [True] * len(shapes)
-    assert result["aten_calls"] == [True] * len(shapes)
-    assert all(r["timed"] == [] for r in result["records"]), result["records"]
-    assert all(r["offered"] == ["extern_mm"] for r in result["records"] if r["offered"]), result["records"]
+    records = [r for r in result["records"] if r["offered"]]
+    assert all("extern_mm" in r["offered"] and len(r["offered"]) <= 2 for r in records), records
+    assert all(r["timed"] == [] for r in records if r["offered"] == ["extern_mm"]), records
+    assert records[0]["offered"] == ["extern_mm"] and result["aten_calls"][0], records
 
 
 def test_collection_is_timed_by_replay_and_marked_in_the_log(tmp_path):

@@ -183,16 +183,19 @@ MODE_PROBE = r'''
 import json, torch
 wrapper = torch._TorchCompileInductorWrapper("max-autotune", None, False)  # what torch.compile(mode=...) builds
 print(json.dumps({k: wrapper.config.get(k) for k in
-                  ("max_autotune", "max_autotune_gemm", "coordinate_descent_tuning", "triton.cudagraphs")}))
+                  ("max_autotune", "max_autotune_gemm", "coordinate_descent_tuning", "triton.cudagraphs",
+                   "triton.enable_persistent_tma_matmul")}))
 '''
 
 
-@pytest.mark.parametrize("extra, gemm_only", [
-    ({}, True),  # fast mode, the default
-    ({"AH_PLUGIN_NON_GEMM": "tune"}, False),  # the user keeps max-autotune's tuning of the other kernels
-    ({"AH_PLUGIN_TOP_K": "10"}, False),  # top-k mode: max-autotune as torch defines it
+@pytest.mark.parametrize("extra, gemm_only, tma", [
+    ({}, True, False),  # fast mode, the default
+    ({"AH_PLUGIN_NON_GEMM": "tune"}, False, False),  # the user keeps max-autotune's tuning of the other kernels
+    ({"AH_PLUGIN_TOP_K": "10"}, False, False),  # top-k mode: max-autotune as torch defines it
+    ({"AH_PLUGIN_TOP_K": "quality"}, True, True),  # quality mode: GEMMs only, persistent TMA offered
+    ({"AH_PLUGIN_TOP_K": "quality", "AH_PLUGIN_NON_GEMM": "tune"}, False, True),
 ])
-def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only):
+def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only, tma):
     from linear_child import child_env
 
     env = child_env(TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", **extra)
@@ -205,6 +208,7 @@ def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only):
         assert options["max_autotune"] is None and options["coordinate_descent_tuning"] is None
     else:
         assert options["max_autotune"] is True and options["coordinate_descent_tuning"] is True
+    assert options["triton.enable_persistent_tma_matmul"] is (True if tma else None)
 
 
 def test_non_gemm_setting_follows_the_settings_rules(monkeypatch):
@@ -221,5 +225,35 @@ def test_non_gemm_setting_follows_the_settings_rules(monkeypatch):
             assert not settings.current().gemm_only  # the API's True stays
         with pytest.raises(ValueError, match="tune_non_gemm"):
             settings.set_api_values(tune_non_gemm="sometimes")
+    finally:
+        settings.set_api_values()
+
+
+def test_quality_mode_is_a_named_top_k_with_its_own_k(monkeypatch):
+    """AH_PLUGIN_TOP_K=quality (or the API's top_k="quality"): the top QUALITY_TOP_K of the ranking and
+    aten, GEMM-only max-autotune with persistent TMA; an integer k afterwards leaves quality mode."""
+    from ah_plugin import settings
+    from ah_plugin.ranking import UseOptions, choose
+
+    monkeypatch.delenv("AH_PLUGIN_TOP_K", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_AUTOHEURISTIC_USE", "mm")
+    try:
+        for set_it in (lambda: monkeypatch.setenv("AH_PLUGIN_TOP_K", "quality"),
+                       lambda: settings.set_api_values(top_k="quality")):
+            monkeypatch.delenv("AH_PLUGIN_TOP_K", raising=False)
+            settings.set_api_values()
+            set_it()
+            current = settings.current()
+            assert current.quality and not current.fast and current.top_k == settings.QUALITY_TOP_K
+            assert current.gemm_only and current.persistent_tma
+            options = UseOptions.from_environment()
+            assert options.quality and options.top_k == settings.QUALITY_TOP_K and options.keep_aten
+            assert options.describe().startswith("k=quality:3;")
+            ranking = [(f"t{i}", 1.0 / (i + 1)) for i in range(6)] + [("extern_mm", 0.01)]
+            candidates = ["extern_mm"] + [f"t{i}" for i in range(6)]
+            assert choose(ranking, candidates, options) == ["t0", "t1", "t2", "extern_mm"]
+        monkeypatch.setenv("AH_PLUGIN_TOP_K", "5")
+        current = settings.current()
+        assert not current.quality and current.top_k == 5 and not current.persistent_tma
     finally:
         settings.set_api_values()

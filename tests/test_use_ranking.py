@@ -104,19 +104,36 @@ def test_default_is_fast_mode_and_env_sets_k(tmp_path, monkeypatch):
     assert policy(tmp_path, top_k=2).select(request(m=32)) == [T[0], T[1], "extern_mm"]  # an explicit k wins
 
 
-def test_fast_mode_keeps_one_choice_when_sure_and_two_when_not(tmp_path, monkeypatch):
+def test_fast_mode_keeps_a_sure_template_alone_only_where_told_and_times_it_against_aten_otherwise(
+        tmp_path, monkeypatch):
     write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay",
                    large=[("extern_mm", 0.6), (T[3], 0.3), (T[2], 0.1)])
-    # a template first with 0.7 < 0.8: that template and aten, timed by replay with the margin
+    # on a GPU a template first is timed against aten by default, however sure the ranking is
     assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
     # aten first: aten alone, no template compiled
     assert policy(tmp_path).select(request(m=1024)) == ["extern_mm"]
+    monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "0.8")  # the template's 0.7 is not sure enough to go alone
+    assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
     monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "0.6")
     assert policy(tmp_path).select(request(m=32)) == [T[0]]  # sure enough: the template alone
+    monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "never")
+    assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
     # the same artifact file without the replay mark: aten alone again on this GPU
     write_artifact(tmp_path, "_MMRankingTest.py")
     artifact_loader.clear_cache()
     assert policy(tmp_path).select(request(m=32)) == ["extern_mm"]
+
+
+def test_fast_mode_default_confidence_depends_on_the_device():
+    """A CPU keeps a template alone from a share of 0.8 (its artifacts come from the user's own program);
+    a GPU never does by default (the packaged H200 ranking's sure leaves missed on held-out GEMMs)."""
+    from ah_plugin.ranking import choose
+
+    ranking = [(T[1], 0.9), ("extern_mm", 0.1)]
+    options = UseOptions.from_environment()
+    assert options.fast and options.confidence is None
+    assert choose(ranking, ["extern_mm", *T], options, True, cpu=True) == [T[1]]
+    assert choose(ranking, ["extern_mm", *T], options, True, cpu=False) == [T[1], "extern_mm"]
 
 
 def test_templates_are_trusted_from_replay_data_or_on_a_cpu(tmp_path):

@@ -45,12 +45,13 @@ def _acting() -> bool:
     return current is not None and current.active
 
 
-def _fast_gemm_only():
-    """None unless fast mode narrows max-autotune to GEMMs now; else whether output is verbose."""
+def _mode_plan():
+    """What fast or quality mode changes in ``mode="max-autotune"`` now (patches/mode_options.py); None:
+    nothing."""
     current = autotune._current_settings() if _state["installed"] else None
-    if current is None or not current.gemm_only:
+    if current is None or not (current.gemm_only or current.persistent_tma):
         return None
-    return current.verbose
+    return {"gemm_only": current.gemm_only, "persistent_tma": current.persistent_tma, "verbose": current.verbose}
 
 
 def _timing():
@@ -73,7 +74,7 @@ def install() -> None:
         return
     builtin_autoheuristic.install(_handled_ops)
     pad_mm.install(_acting, _timing)
-    mode_options.install(_fast_gemm_only)
+    mode_options.install(_mode_plan)
     choices.install(inductor_config, _state["nonce"])
     _state["installed"] = True
 

@@ -94,9 +94,10 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
         return ktcs
     if len(ktcs) == 1 and kernel_inputs.device_type == "cpu":
         cpu_gemm.note_not_autotuned(op_name, current)  # nothing to choose: say so when mm was asked for
-    # fast mode ranks Inductor's own candidates: widening enumerates the exhaustive list at every lowering,
-    # which costs more compile time than fast mode may spend (seconds per GEMM of a large model)
-    widen = op_name in current.collect_ops or (op_name in current.use_ops and not current.fast)
+    # fast and quality modes rank Inductor's own candidates (quality: with persistent TMA): widening
+    # enumerates the exhaustive list at every lowering, which costs more compile time than either may spend
+    # (seconds per GEMM of a large model), for configs the packaged artifacts never saw
+    widen = op_name in current.collect_ops or (op_name in current.use_ops and not (current.fast or current.quality))
     if current.search_space == "wide" and widen:
         try:
             ktcs = wide_space.widened(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrides, current)

@@ -15,6 +15,8 @@ Modes (environment of the process; the plugin reads it at ``import torch``):
 - ``aten_only``: max-autotune with aten as the only GEMM backend; plugin off.
 - ``builtin_ah``: max-autotune with torch's own ``TORCHINDUCTOR_AUTOHEURISTIC_USE=mm``; plugin off.
 - ``fast``: max-autotune, plugin in use mode (``OURS_USE``) with its defaults: fast mode.
+- ``quality``: max-autotune, plugin in use mode, ``AH_PLUGIN_TOP_K=quality``: the ranking's top templates
+  (persistent TMA offered) and aten, timed by replay.
 - ``ours_k10`` / ``ours_adaptive`` / ``ours_k1``: max-autotune, plugin in use mode (``OURS_USE``),
   ``AH_PLUGIN_TOP_K``.
 - ``ours_top1``: the ranking's first choice alone (no aten kept, ``AH_PLUGIN_MIN_CHOICES=1``): Inductor
@@ -50,7 +52,7 @@ from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_sh
 
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the evaluation's bars need.
-ALL_MODES = ("off", "default", "fast", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1",
+ALL_MODES = ("off", "default", "fast", "quality", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1", "ours_top1",
              "replay_all", "aten_only", "fast_tune_all")
 # aten_only: max-autotune with aten as the only GEMM backend, plugin off: what max-autotune costs besides
 # GEMM selection (pointwise and reduction config tuning), to tell that apart from the plugin's cost.
@@ -91,6 +93,8 @@ def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str
         env["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = "ATEN"
     elif mode == "fast":
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE  # fast mode is the plugin's default
+    elif mode == "quality":
+        env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_TOP_K="quality")
     elif mode == "fast_tune_all":
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_NON_GEMM="tune")
     elif mode == "replay_all":
@@ -165,6 +169,7 @@ def worker(spec: dict) -> None:
             result = first_call(row)
             with open(spec["result_path"], "a", encoding="utf-8") as f:
                 f.write(json.dumps({"mode": spec["mode"], "op": row["op"], "shape": shape_label(row), "rep": rep,
+                                    "proc": spec.get("proc", 0),
                                     **result, "timings": list(measured)}) + "\n")
     if spec.get("profile_shape"):
         write_profile(lambda: first_call(spec["profile_shape"]), spec["profile_path"])
@@ -265,14 +270,16 @@ def read_results(path: str) -> list[dict]:
 
 def summarize_cost(results: list[dict]) -> dict:
     """{op: {"compile_seconds": {mode: mean}, "autotune_seconds": {mode: mean over shapes of
-    (mode seconds - off seconds)}}} over the shapes every reported mode finished."""
+    (mode seconds - off seconds)}}} over the shapes every reported mode finished (a shape's seconds: the
+    mean over the mode's processes)."""
     out: dict = {}
     by_op: dict = {}
     for r in results:
         if r["mode"] in ("cache_record", "replay_all") or r.get("rep", 0):
             continue
-        by_op.setdefault(r["op"], {}).setdefault(r["mode"], {})[r["shape"]] = r["seconds"]
+        by_op.setdefault(r["op"], {}).setdefault(r["mode"], {}).setdefault(r["shape"], []).append(r["seconds"])
     for op, modes in by_op.items():
+        modes = {mode: {shape: sum(v) / len(v) for shape, v in per_shape.items()} for mode, per_shape in modes.items()}
         compile_s, autotune_s = {}, {}
         off = modes.get("off", {})
         for mode, per_shape in modes.items():
@@ -306,6 +313,9 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", type=int, default=3, help="first N shapes of the file")
     parser.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated modes to compile in")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available, else cpu)")
+    parser.add_argument("--reps", type=int, default=1,
+                        help="fresh processes per mode; repetitions are the outer loop, modes interleaved in each "
+                             "(kernel times are the median over them)")
     parser.add_argument("--max-minutes", type=float, default=2.5,
                         help="time budget; modes not started by then are skipped and reported")
     parser.add_argument("--profile", action="store_true",
@@ -314,7 +324,12 @@ def main(argv=None) -> int:
     parser.add_argument("--results", default=None,
                         help="also write the report as the compile_cost section of this markdown file "
                              "(e.g. benchmarks/RESULTS.md)")
+    parser.add_argument("--combine", default=None, metavar="FILES",
+                        help="run nothing: report the results.jsonl files of earlier runs (comma-separated) as one "
+                             "report, e.g. runs of one session split over several device calls")
     args = parse_or_work(parser, argv, worker)
+    if args.combine:
+        return combine(args.combine.split(","), args.out, args.results)
     try:
         all_shapes = read_shapes(args.shapes_file)
         shapes = all_shapes[: args.shapes]
@@ -331,29 +346,67 @@ def main(argv=None) -> int:
     extra = None
     if args.profile and len(all_shapes) > args.shapes:
         extra = {"profile_shape": all_shapes[args.shapes]}
-    status = run_steps(modes, deadline, lambda step, left: run_mode(
-        step, shapes, device, args.out, left, "torchgen_ah.evaluation.compile_cost",
-        dict(extra, profile_path=os.path.join(args.out, f"{step}.profile.txt")) if extra else None))
+    if args.reps < 1:
+        return command_line.fail("compile_cost", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
+    def spec_extra(step: str, proc: int) -> dict:
+        if extra and proc == 0:  # the profile: once, in the first repetition
+            return dict(extra, proc=proc, profile_path=os.path.join(args.out, f"{step}.profile.txt"))
+        return {"proc": proc}
+
+    status = {}
+    for proc in range(args.reps):
+        label = f"proc{proc}/" if args.reps > 1 else ""
+        status.update(run_steps(modes, deadline, lambda step, left, proc=proc: run_mode(
+            step, shapes, device, args.out, left, "torchgen_ah.evaluation.compile_cost", spec_extra(step, proc)),
+            label=label))
     results = read_results(result_path)
-    summary = summarize_cost(results)
-    with open(os.path.join(args.out, "compile_cost.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
-    with open(os.path.join(args.out, "compile_cost.csv"), "w", encoding="utf-8") as f:
-        f.write("mode,op,shape,rep,seconds,replay_ms\n")
-        for r in results:
-            replay = "" if r.get("replay_ms") is None else f"{r['replay_ms']:.6f}"
-            f.write(f"{r['mode']},{r['op']},{r['shape']},{r.get('rep', 0)},{r['seconds']:.4f},{replay}\n")
     command = "python -m torchgen_ah.compile_cost " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = (markdown(summary, command) + "\n" + kernel_times.markdown(results)
-            + "\nModes: " + ", ".join(f"{m}: {s}" for m, s in status.items()) + "\n")
-    with open(os.path.join(args.out, "compile_cost.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    if args.results:
-        update_results_section(args.results, "compile_cost",
-                               f"## Single GEMMs: compile and kernel time per mode\n\n{text}", BENCHMARK_TITLE)
-    print(text)
+    report(results, command, args.out, args.results, status)
     return 0 if results else 1
 
+
+def report(results: list[dict], command: str, out: str, results_md: str | None, status: dict | None = None) -> None:
+    """compile_cost.json, compile_cost.csv and compile_cost.md under ``out``; the section of ``results_md``."""
+    summary = summarize_cost(results)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "compile_cost.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+    with open(os.path.join(out, "compile_cost.csv"), "w", encoding="utf-8") as f:
+        f.write("mode,op,shape,proc,rep,seconds,replay_ms\n")
+        for r in results:
+            replay = "" if r.get("replay_ms") is None else f"{r['replay_ms']:.6f}"
+            f.write(f"{r['mode']},{r['op']},{r['shape']},{r.get('proc', 0)},{r.get('rep', 0)},{r['seconds']:.4f},"
+                    f"{replay}\n")
+    text = markdown(summary, command) + "\n" + kernel_times.markdown(results)
+    if status:
+        text += "\nModes: " + ", ".join(f"{m}: {s}" for m, s in status.items()) + "\n"
+    with open(os.path.join(out, "compile_cost.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    if results_md:
+        update_results_section(results_md, "compile_cost",
+                               f"## Single GEMMs: compile and kernel time per mode\n\n{text}", BENCHMARK_TITLE)
+    print(text)
+
+
+def combined_results(prog: str, paths: list[str]) -> list[dict] | int:
+    """The lines of several runs' results files (``--combine``), or the exit code after saying why not."""
+    results = []
+    for path in paths:
+        if not os.path.exists(path):
+            return command_line.fail(prog, FileNotFoundError(f"{path}: no such results file"), 2)
+        results += read_results(path)
+    if not results:
+        return command_line.fail(prog, ValueError(f"{', '.join(paths)}: no results lines"), 1)
+    return results
+
+
+def combine(paths: list[str], out: str, results_md: str | None) -> int:
+    """One report over the lines of several runs' results files."""
+    results = combined_results("compile_cost", paths)
+    if isinstance(results, int):
+        return results
+    report(results, "python -m torchgen_ah.compile_cost --combine " + ",".join(paths), out, results_md)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,6 +7,7 @@ several of them can update one file without touching each other's figures. Stand
 from __future__ import annotations
 
 import datetime
+import json
 import os
 
 #: the first line of a benchmarks results file that a benchmark creates
@@ -43,4 +44,16 @@ def publish(path: str, section: str, body: str, write: bool = True) -> int:
     print(body)
     if write:
         update_results_section(path, section, body, BENCHMARK_TITLE)
+    return 0
+
+
+def publish_report(text: str, figures: dict, section: str, json_path: str | None, results_md: str | None) -> int:
+    """A report command's outputs: ``text`` printed, ``figures`` as JSON at ``json_path`` and ``text`` as
+    section ``section`` of ``results_md`` (each when given); returns the exit code 0."""
+    print(text)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(figures, f, indent=1, allow_nan=False)
+    if results_md:
+        update_results_section(results_md, section, text, BENCHMARK_TITLE)
     return 0

@@ -1,14 +1,16 @@
-"""Fast mode's ``torch.compile(mode="max-autotune")``: autotune the GEMMs, not every kernel.
+"""Fast and quality modes' ``torch.compile(mode="max-autotune")``: autotune the GEMMs, not every kernel.
 
 ``mode="max-autotune"`` (and ``"max-autotune-no-cudagraphs"``) sets ``max_autotune`` and
 ``coordinate_descent_tuning``: besides the GEMMs, every pointwise and reduction kernel is compiled in
 several configs and benchmarked, then tuned by coordinate descent. On an H200 that is most of the compile
 time fast mode has left over max-autotune off (GPT-2 small: 38 s with aten as the only GEMM choice
-against 18 s off). Fast mode promises compile time close to max-autotune off, so while it is on, the
-mode's options become ``max_autotune_gemm`` in their place: GEMMs are autotuned (and ranked by the
-plugin), everything else is compiled as with max-autotune off; CUDA graphs stay as the mode says.
-``AH_PLUGIN_NON_GEMM=tune`` keeps the mode as torch defines it. Options passed explicitly
-(``options={"max_autotune": True}``) are the user's and are never changed.
+against 18 s off). While fast or quality mode is on, the mode's options become ``max_autotune_gemm`` in
+their place: GEMMs are autotuned (and ranked by the plugin), everything else is compiled as with
+max-autotune off; CUDA graphs stay as the mode says. ``AH_PLUGIN_NON_GEMM=tune`` keeps the mode as torch
+defines it. Quality mode also switches on Inductor's persistent TMA mm template
+(``triton.enable_persistent_tma_matmul``; Inductor offers it only on GPUs that can run it), so the
+ranking can pick it. Options passed explicitly (``options={"max_autotune": True}``) are the user's and
+are never changed.
 
 ``torch.compile`` looks the function up as ``torch._inductor.list_mode_options`` when it is called, so
 replacing that attribute is enough. Checked on torch 2.11 and 2.13.
@@ -26,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 TUNED_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
 _NON_GEMM_TUNING = ("max_autotune", "coordinate_descent_tuning")
+PERSISTENT_TMA = "triton.enable_persistent_tma_matmul"
 _saved: dict = {}
 _said: set = set()
 
@@ -38,9 +41,17 @@ def gemm_only(options: dict) -> dict:
     return out
 
 
-def install(fast_gemm_only) -> None:
-    """Wrap ``list_mode_options``. ``fast_gemm_only()`` says, at each call, whether fast mode narrows it:
-    None (no), else whether to say so (verbose output)."""
+def narrowed(options: dict, plan: dict) -> dict:
+    """``options`` of a max-autotune mode changed as ``plan`` says (``gemm_only``, ``persistent_tma``)."""
+    out = gemm_only(options) if plan.get("gemm_only") else dict(options)
+    if plan.get("persistent_tma"):
+        out[PERSISTENT_TMA] = True
+    return out
+
+
+def install(mode_plan) -> None:
+    """Wrap ``list_mode_options``. ``mode_plan()`` says, at each call, what the plugin's mode changes:
+    None (nothing), else ``{"gemm_only": bool, "persistent_tma": bool, "verbose": bool}``."""
     if "list_mode_options" in _saved:
         return
     original = inductor_package.list_mode_options
@@ -50,14 +61,16 @@ def install(fast_gemm_only) -> None:
         options = original(mode, dynamic)
         if mode not in TUNED_MODES or not isinstance(options, dict):
             return options
-        verbose = fast_gemm_only()
-        if verbose is None:
+        plan = mode_plan()
+        if not plan:
             return options
-        if verbose and mode not in _said:
+        if plan.get("verbose") and mode not in _said:
             _said.add(mode)
-            verbose_output.say(logger, f"ah_plugin: fast mode: mode={mode!r} autotunes GEMMs only "
-                                       "(AH_PLUGIN_NON_GEMM=tune keeps max-autotune's tuning of the other kernels)")
-        return gemm_only(options)
+            what = "autotunes GEMMs only" if plan.get("gemm_only") else "keeps max-autotune's tuning"
+            tma = ", with the persistent TMA template" if plan.get("persistent_tma") else ""
+            verbose_output.say(logger, f"ah_plugin: mode={mode!r} {what}{tma} (AH_PLUGIN_NON_GEMM=tune keeps "
+                                       "max-autotune's tuning of the other kernels)")
+        return narrowed(options, plan)
 
     list_mode_options.__wrapped__ = original
     list_mode_options.__doc__ = original.__doc__
