@@ -131,9 +131,11 @@ def install(
     """Switch the plugin on for this process.
 
     collect / use: op names ("mm", "addmm", "bmm", "packed_linear") or a comma-separated string.
-    top_k: "fast" (the default), an integer, or "adaptive" (see docs/use.md; ``top_k_mass`` also switches
-    adaptive k on). timing: "replay" (CUDA-graph replay, the default) or "per_call" (Inductor's own).
-    tune_non_gemm: in fast mode, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md).
+    top_k: "fast" (the default), "quality" (docs/quality_mode.md), an integer, or "adaptive" (see
+    docs/use.md; ``top_k_mass`` also switches adaptive k on). timing: "replay" (CUDA-graph replay, the
+    default) or "per_call" (Inductor's own). confidence: the ranking share at which fast mode keeps a
+    template alone, or "never" (default: 0.8 on a CPU, never on a GPU). tune_non_gemm: in fast and quality
+    modes, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md).
     The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
     wins over the argument. Calling ``install`` again replaces the previous arguments.
     """

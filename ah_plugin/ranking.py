@@ -37,8 +37,8 @@ that no autotuning of this process offered (``vanished``: a choice offered for o
 however the other layers' candidates differ) are in ``stale_report()``.
 
 Settings (environment wins over the plugin's API values; explicit constructor arguments win over both):
-``AH_PLUGIN_TOP_K`` (int, or ``adaptive``), ``AH_PLUGIN_TOP_K_MASS`` (adaptive threshold, default 0.9;
-setting it switches adaptive k on, with ``AH_PLUGIN_TOP_K`` as the cap), ``AH_PLUGIN_MIN_CHOICES``
+``AH_PLUGIN_TOP_K`` (``fast``, ``quality``, an int, or ``adaptive``), ``AH_PLUGIN_TOP_K_MASS`` (adaptive
+threshold, default 0.9; setting it switches adaptive k on, with ``AH_PLUGIN_TOP_K`` as the cap), ``AH_PLUGIN_MIN_CHOICES``
 (default 2), ``AH_PLUGIN_KEEP_ATEN`` (default 1), ``AH_PLUGIN_VERBOSE``.
 """
 
@@ -112,7 +112,7 @@ class UseOptions:
 
         current = settings.current(environ)
         values = {
-            "top_k": current.top_k,
+            "top_k": settings.QUALITY_TOP_K if current.quality else current.top_k,
             "fast": current.fast,
             "quality": current.quality,
             "confidence": current.confidence,
@@ -127,7 +127,8 @@ class UseOptions:
         values["enabled"] = not any(explicit.get(field_of[name]) is None for name in current.ranking_off)
         named = explicit.get("top_k")
         if named in settings.NAMED_MODES:
-            explicit = {**explicit, "top_k": None, **settings.named_mode(named)}
+            explicit = {**explicit, **settings.named_mode(named),
+                        "top_k": settings.QUALITY_TOP_K if named == QUALITY else None}
         elif explicit.get("top_k") is not None:
             explicit = dict(explicit, fast=False, quality=False)
         if explicit.get("mass") is not None:
@@ -169,8 +170,7 @@ def choose(
     Pure function of its inputs (the policy's core; unit-testable on plain lists).
     """
     if options.fast:
-        return choose_fast(ranking, candidates, options.confidence if options.confidence is not None else
-                           (CPU_CONFIDENCE if cpu else math.inf), trust_templates)
+        return choose_fast(ranking, candidates, lone_template_share(options.confidence, cpu), trust_templates)
     today = set(candidates)
     enough = max(options.top_k, options.min_choices)  # more ranked choices are never used
     ranked, seen = [], set()
@@ -202,6 +202,15 @@ def choose(
             if choice not in keep:
                 keep.append(choice)
     return keep
+
+
+def lone_template_share(confidence: float | None, cpu: bool) -> float:
+    """The ranking share at which fast mode keeps a template alone: ``confidence`` when set (``AH_PLUGIN_CONFIDENCE``;
+    never = infinity), else 0.8 on a CPU, whose artifacts come from the user's own program, and never on a
+    GPU (held out, the packaged H200 ranking's sure leaves named templates 1.5-2.3x slower than cuBLAS)."""
+    if confidence is not None:
+        return confidence
+    return CPU_CONFIDENCE if cpu else math.inf
 
 
 def on_cpu(metadata: dict) -> bool:
@@ -275,6 +284,8 @@ class StaleReport:
 class RankingPolicy:
     """``ChoicePolicy`` of use mode (see ``ah_plugin.policy``).
 
+    top_k="quality" here sets the ranking's k only; quality mode's search space and GEMM-only max-autotune
+    come from the plugin's settings (``ah_plugin.install(top_k="quality")`` or the variable).
     ops: operations to act on (None: every op the plugin hands over). artifact_dir: the user's
     directory (None: ``AH_PLUGIN_ARTIFACT_DIR`` via the settings); package: also the packaged
     artifacts (default). Other arguments: ``UseOptions``

@@ -120,7 +120,7 @@ class Settings:
     confidence: float | None = None  # fast mode keeps a template alone from this share (None: 0.8 on a CPU,
     # never on a GPU; ranking.lone_template_share)
     tune_non_gemm: bool = False  # fast/quality: keep max-autotune's tuning of pointwise/reduction kernels
-    quality: bool = False  # quality mode: the top QUALITY_TOP_K of a wider space (persistent TMA) and aten, timed
+    quality: bool = False  # quality mode: the top QUALITY_TOP_K (not top_k) of a space with persistent TMA, and aten
 
     @property
     def gemm_only(self) -> bool:
@@ -199,11 +199,9 @@ NAMED_MODES = (ADAPTIVE, FAST, QUALITY)
 
 
 def named_mode(value: str) -> dict:
-    """The settings a named ``AH_PLUGIN_TOP_K`` value stands for (quality mode: its top k)."""
-    out = {"adaptive": value == ADAPTIVE, "fast": value == FAST, "quality": value == QUALITY}
-    if value == QUALITY:
-        out["top_k"] = QUALITY_TOP_K
-    return out
+    """The flags a named ``AH_PLUGIN_TOP_K`` value stands for (quality mode's k, ``QUALITY_TOP_K``, is
+    applied where the ranking reads its options, so ``top_k`` keeps its own value for the other modes)."""
+    return {"adaptive": value == ADAPTIVE, "fast": value == FAST, "quality": value == QUALITY}
 
 
 def _top_k(text: str):
@@ -321,7 +319,9 @@ def _normalise_api(values: dict) -> dict:
     values a program cannot see; an argument is seen at the call)."""
     names = {f.name for f in fields(Settings)} - {"ranking_off", "tunable"}
     out = {}
-    for key, value in values.items():
+    # top_k first: an integer k resets the named modes, and flags given in the same call (``api_values()``
+    # replayed by ``enabled``) or a threshold (top_k_mass: adaptive k) are then applied over it
+    for key, value in sorted(values.items(), key=lambda item: item[0] != "top_k"):
         if key not in names:
             raise TypeError(f"unknown ah_plugin setting {key!r}; known: {sorted(names)}")
         if value is None and key not in ("log_path", "artifact_dir"):

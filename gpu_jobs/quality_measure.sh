@@ -21,7 +21,7 @@ if [ "$PART" = models ]; then
     "default:${DEFAULT_S:-230}:$E2E --models ${DEFAULT_MODELS:-gpt2,vit,llama_prefill} --modes default --run-timeout ${RUN_TIMEOUT:-95} --max-minutes $(budget ${DEFAULT_S:-230}) --out \$OUT/e2e_default; rm -rf \$OUT/e2e_default/*/rep*/caches_*"
 elif [ "$PART" = kernels ]; then
   bash gpu_jobs/run_batch.sh \
-    "kernels:${KERNELS_S:-260}:python3 -m torchgen_ah.compile_cost torchgen_ah/data/quality_eval_shapes.csv --shapes ${SHAPES:-12} --modes off,fast,quality,default --reps ${REPS:-1} --max-minutes $(budget ${KERNELS_S:-260}) --out \$OUT/cc; rm -rf \$OUT/cc/caches_*"
+    "kernels:${KERNELS_S:-260}:python3 -m torchgen_ah.compile_cost torchgen_ah/data/quality_eval_shapes.csv --shapes ${SHAPES:-12} --modes off,fast,quality,default --reps ${REPS:-1} --max-minutes $(budget ${KERNELS_S:-260}) --out \$OUT/cc; rm -rf \$OUT/cc/caches_* \$OUT/cc/proc*/caches_*"
 else
   bash gpu_jobs/run_batch.sh \
     "repeat:${REPEAT_S:-200}:$E2E --models ${REPEAT_MODELS:-llama_decode,gpt2} --modes off,fast,quality --reps ${REPS:-2} --run-timeout 90 --max-minutes $(budget ${REPEAT_S:-200}) --out \$OUT/e2e_repeat; rm -rf \$OUT/e2e_repeat/*/rep*/caches_*"

@@ -392,3 +392,22 @@ def test_torchrun_static_deal_covers_every_input_once_and_balances_estimated_wor
     loads = [sum(w for first, w in weight.items() if first in s) for s in shares]
     assert max(loads) - min(loads) <= max(weight.values()), loads
     assert deal_by_work([([1], 5.0), ([2], 3.0), ([3], 2.0), ([4], 1.0)], 2) == [[1, 4], [2, 3]]  # loads 6, 5
+
+
+def test_a_replay_run_whose_log_says_per_call_is_reported(tmp_path, capsys):
+    """gen_data_mm --timing replay on a GPU: a log whose metadata lacks the replay mark is said to be
+    per-call data (the collection's timing did not take effect); a replay-marked log and CPU runs are quiet."""
+    import argparse
+
+    from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
+
+    runner = BenchmarkRunnerMM()
+    log = tmp_path / "mm.txt"
+    for meta, device, warned in (({"name": "mm"}, None, True), ({"name": "mm", "timing": "cudagraph_replay"}, None,
+                                                                False), ({"name": "mm"}, "cpu", False)):
+        log.write_text(json.dumps(meta) + "\nm,k,n,choice,feedback\n")
+        runner.finish(argparse.Namespace(timing="replay", device=device), str(log), None)
+        err = capsys.readouterr().err
+        assert ("timed per call, not by CUDA-graph replay" in err) is warned, (meta, device, err)
+        if warned:
+            assert f"{log}:1:" in err

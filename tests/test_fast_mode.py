@@ -244,7 +244,7 @@ def test_quality_mode_is_a_named_top_k_with_its_own_k(monkeypatch):
             settings.set_api_values()
             set_it()
             current = settings.current()
-            assert current.quality and not current.fast and current.top_k == settings.QUALITY_TOP_K
+            assert current.quality and not current.fast
             assert current.gemm_only and current.persistent_tma
             options = UseOptions.from_environment()
             assert options.quality and options.top_k == settings.QUALITY_TOP_K and options.keep_aten
@@ -255,5 +255,32 @@ def test_quality_mode_is_a_named_top_k_with_its_own_k(monkeypatch):
         monkeypatch.setenv("AH_PLUGIN_TOP_K", "5")
         current = settings.current()
         assert not current.quality and current.top_k == 5 and not current.persistent_tma
+    finally:
+        settings.set_api_values()
+
+
+def test_quality_mode_survives_enabled_and_leaves_other_modes_their_k(monkeypatch):
+    """``enabled`` restores the API layer it found (quality mode included); quality's own k never leaks into
+    adaptive k's cap; a threshold means adaptive k whatever order the arguments come in."""
+    import ah_plugin
+    from ah_plugin import settings
+    from ah_plugin.ranking import UseOptions
+
+    for name in ("AH_PLUGIN_TOP_K", "AH_PLUGIN_TOP_K_MASS", "AH_PLUGIN_DISABLE"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        with ah_plugin.enabled(use="mm", top_k="quality"):
+            with ah_plugin.enabled(use="mm", top_k="quality", verbose=True):
+                pass
+            current = settings.current()
+            assert current.quality and current.persistent_tma and current.gemm_only
+            monkeypatch.setenv("AH_PLUGIN_TOP_K", "adaptive")  # the variable wins: adaptive, its own cap
+            options = UseOptions.from_environment()
+            assert options.adaptive and not options.quality and options.top_k == settings.Settings().top_k
+            monkeypatch.delenv("AH_PLUGIN_TOP_K")
+        for values in ({"top_k_mass": 0.5, "top_k": "quality"}, {"top_k": "quality", "top_k_mass": 0.5}):
+            settings.set_api_values(use="mm", **values)
+            current = settings.current()
+            assert current.adaptive and not current.quality and not current.persistent_tma, values
     finally:
         settings.set_api_values()

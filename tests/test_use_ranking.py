@@ -130,7 +130,7 @@ def test_fast_mode_default_confidence_depends_on_the_device():
     from ah_plugin.ranking import choose
 
     ranking = [(T[1], 0.9), ("extern_mm", 0.1)]
-    options = UseOptions.from_environment()
+    options = UseOptions.from_environment(environ={})
     assert options.fast and options.confidence is None
     assert choose(ranking, ["extern_mm", *T], options, True, cpu=True) == [T[1]]
     assert choose(ranking, ["extern_mm", *T], options, True, cpu=False) == [T[1], "extern_mm"]

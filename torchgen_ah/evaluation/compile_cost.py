@@ -327,9 +327,12 @@ def main(argv=None) -> int:
     parser.add_argument("--combine", default=None, metavar="FILES",
                         help="run nothing: report the results.jsonl files of earlier runs (comma-separated) as one "
                              "report, e.g. runs of one session split over several device calls")
+    parser.add_argument("--note", default=None, metavar="TEXT",
+                        help="with --combine: a paragraph under the command saying where the rows came from (the "
+                             "commands of the runs combined)")
     args = parse_or_work(parser, argv, worker)
     if args.combine:
-        return combine(args.combine.split(","), args.out, args.results)
+        return combine(args.combine.split(","), args.out, args.results, args.note)
     try:
         all_shapes = read_shapes(args.shapes_file)
         shapes = all_shapes[: args.shapes]
@@ -349,15 +352,19 @@ def main(argv=None) -> int:
     if args.reps < 1:
         return command_line.fail("compile_cost", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
     def spec_extra(step: str, proc: int) -> dict:
+        out = {"proc": proc, "result_path": result_path}  # every process appends to the one results file
         if extra and proc == 0:  # the profile: once, in the first repetition
-            return dict(extra, proc=proc, profile_path=os.path.join(args.out, f"{step}.profile.txt"))
-        return {"proc": proc}
+            out.update(extra, profile_path=os.path.join(args.out, f"{step}.profile.txt"))
+        return out
 
     status = {}
     for proc in range(args.reps):
-        label = f"proc{proc}/" if args.reps > 1 else ""
-        status.update(run_steps(modes, deadline, lambda step, left, proc=proc: run_mode(
-            step, shapes, device, args.out, left, "torchgen_ah.evaluation.compile_cost", spec_extra(step, proc)),
+        # a repetition's logs, specs, caches and results-cache file in a folder of its own (proc1/, ...)
+        label = f"proc{proc}/" if proc else ""
+        work = os.path.join(args.out, label) if proc else args.out
+        os.makedirs(work, exist_ok=True)
+        status.update(run_steps(modes, deadline, lambda step, left, proc=proc, work=work: run_mode(
+            step, shapes, device, work, left, "torchgen_ah.evaluation.compile_cost", spec_extra(step, proc)),
             label=label))
     results = read_results(result_path)
     command = "python -m torchgen_ah.compile_cost " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -365,7 +372,8 @@ def main(argv=None) -> int:
     return 0 if results else 1
 
 
-def report(results: list[dict], command: str, out: str, results_md: str | None, status: dict | None = None) -> None:
+def report(results: list[dict], command: str, out: str, results_md: str | None, status: dict | None = None,
+           note: str | None = None) -> None:
     """compile_cost.json, compile_cost.csv and compile_cost.md under ``out``; the section of ``results_md``."""
     summary = summarize_cost(results)
     os.makedirs(out, exist_ok=True)
@@ -377,7 +385,7 @@ def report(results: list[dict], command: str, out: str, results_md: str | None, 
             replay = "" if r.get("replay_ms") is None else f"{r['replay_ms']:.6f}"
             f.write(f"{r['mode']},{r['op']},{r['shape']},{r.get('proc', 0)},{r.get('rep', 0)},{r['seconds']:.4f},"
                     f"{replay}\n")
-    text = markdown(summary, command) + "\n" + kernel_times.markdown(results)
+    text = markdown(summary, command) + ("\n" + note + "\n" if note else "") + "\n" + kernel_times.markdown(results)
     if status:
         text += "\nModes: " + ", ".join(f"{m}: {s}" for m, s in status.items()) + "\n"
     with open(os.path.join(out, "compile_cost.md"), "w", encoding="utf-8") as f:
@@ -400,12 +408,12 @@ def combined_results(prog: str, paths: list[str]) -> list[dict] | int:
     return results
 
 
-def combine(paths: list[str], out: str, results_md: str | None) -> int:
+def combine(paths: list[str], out: str, results_md: str | None, note: str | None = None) -> int:
     """One report over the lines of several runs' results files."""
     results = combined_results("compile_cost", paths)
     if isinstance(results, int):
         return results
-    report(results, "python -m torchgen_ah.compile_cost --combine " + ",".join(paths), out, results_md)
+    report(results, "python -m torchgen_ah.compile_cost --combine " + ",".join(paths), out, results_md, note=note)
     return 0
 
 if __name__ == "__main__":

@@ -218,9 +218,6 @@ def _us(ms: float) -> float | None:
     return md.finite(ms * 1000.0)
 
 
-
-
-
 def input_table(rows: list[dict], limit: int) -> list[str]:
     shown = sorted(rows, key=lambda r: math.inf if r["best_template_over_aten"] is None
                    else r["best_template_over_aten"])

@@ -120,36 +120,49 @@ def _short(choice: str) -> str:
     return "aten" if choice.startswith("extern_") else choice.replace("type=triton_", "").replace("BLOCK-", "")[:40]
 
 
+def _process_count(results: list[dict]) -> int:
+    """Fresh processes per mode (``compile_cost --reps``), from the lines' ``proc`` numbers."""
+    return len({r.get("proc", 0) for r in results}) or 1
+
+
+def _verdict(mode: str, ratios: list[float], judged_fully: bool) -> str:
+    """Met or missed against the mode's bars. Where default max-autotune is missing on a shape the ratio is
+    to off alone, a lower bound of the one to min(off, default): a miss there is still a miss."""
+    bar_gm, bar_worst = JUDGED[mode]
+    if geomean(ratios) <= bar_gm and max(ratios) <= bar_worst:
+        return "met" if judged_fully else "not judged: default max-autotune not measured on every shape"
+    return "missed" if judged_fully else "missed even against max-autotune off alone"
+
+
+def kernel_table(rows: list[dict], processes: int) -> list[str]:
+    """The per-shape replay times of each mode, the judged modes' ratios and their verdicts."""
+    judged = [m for m in JUDGED if any(m in r for r in rows)]
+    lines = [f"Kernel time by CUDA-graph replay (us), fresh process and cache per mode (the median over "
+             f"{processes} process{'es' if processes > 1 else ''}):", "",
+             "| " + " | ".join(["shape", "off", "default", *judged, *(f"{m} / min(off, default)" for m in judged)])
+             + " |", "| --- | " + " | ".join("---:" for _ in range(2 + 2 * len(judged))) + " |"]
+    for r in rows:
+        cells = [f"{1e3 * r[m]:.1f}" if r.get(m) else "-" for m in ("off", "default", *judged)]
+        cells += [f"{r[m + '_vs_best']:.3f}" if m in r else "-" for m in judged]
+        lines.append(f"| {r['shape']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    if not all(r.get("default") for r in rows):
+        lines += ["'-' under default: default max-autotune did not finish that shape; its ratios are to off "
+                  "alone.", ""]
+    for mode in judged:
+        ratios = [r[f"{mode}_vs_best"] for r in rows if mode in r]
+        bar_gm, bar_worst = JUDGED[mode]
+        verdict = _verdict(mode, ratios, all(r.get("default") for r in rows if mode in r))
+        lines.append(f"{mode.capitalize()} mode over {len(ratios)} shapes: geomean {geomean(ratios):.3f}x, worst "
+                     f"{max(ratios):.3f}x of min(off, default) (bar: <= {bar_gm:.3f}x, worst <= {bar_worst:.2f}x: "
+                     f"{verdict}).")
+    return lines
+
+
 def markdown(results: list[dict]) -> str:
     """The kernel table and the agreement table (empty string when no line has replay times)."""
     rows = kernel_rows(results)
-    lines = []
-    if rows:
-        judged = [m for m in JUDGED if any(m in r for r in rows)]
-        procs = max(len(v) for shapes in _by_mode(results).values() for v in shapes.values())
-        lines += [f"Kernel time by CUDA-graph replay (us), fresh process and cache per mode (median over up to "
-                  f"{procs} processes):", "",
-                  "| shape | off | default | " + " | ".join(judged) + " | "
-                  + " | ".join(f"{m} / min(off, default)" for m in judged) + " |",
-                  "| --- | ---: | ---: | " + " | ".join("---:" for _ in judged * 2) + " |"]
-        for r in rows:
-            times = " | ".join(f"{1e3 * r[m]:.1f}" if m in r else "-" for m in judged)
-            ratios = " | ".join(f"{r[m + '_vs_best']:.3f}" if m in r else "-" for m in judged)
-            default = f"{1e3 * r['default']:.1f}" if r.get("default") else "-"
-            lines.append(f"| {r['shape']} | {1e3 * r['off']:.1f} | {default} | {times} | {ratios} |")
-        lines.append("")
-        if not all(r.get("default") for r in rows):
-            lines += ["'-' under default: default max-autotune did not finish that shape; its ratios are to off "
-                      "alone, so the bars below are not judged on it.", ""]
-        for mode in judged:
-            ratios = [r[f"{mode}_vs_best"] for r in rows if mode in r]
-            gm, worst = geomean(ratios), max(ratios)
-            bar_gm, bar_worst = JUDGED[mode]
-            verdict = "met" if gm <= bar_gm and worst <= bar_worst else "missed"
-            if not all(r.get("default") for r in rows if mode in r):
-                verdict = "not judged: default max-autotune not measured on every shape"
-            lines.append(f"{mode.capitalize()} mode over {len(ratios)} shapes: geomean {gm:.3f}x, worst {worst:.3f}x of "
-                         f"min(off, default) (bar: <= {bar_gm:.3f}x, worst <= {bar_worst:.2f}x: {verdict}).")
+    lines = kernel_table(rows, _process_count(results)) if rows else []
     cached = cache_rows(results)
     if cached:
         lines += ["", "Results cache: a record run, then a hit run in a fresh process (replay us):", "",

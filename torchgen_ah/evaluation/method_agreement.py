@@ -173,9 +173,6 @@ def report(replay_path: str, per_call_path: str) -> dict:
             "summary": group_summary("any", compared), "groups": groups, "inputs": compared}
 
 
-
-
-
 def summary_table(groups: list[dict]) -> list[str]:
     header = ["inputs", "reference kind", "per-call pick differs", "replay pick differs",
               *[f"{METHOD_LABELS[m]} {what}" for m in METHODS for what in ("geomean regret", "worst regret")]]

@@ -77,6 +77,7 @@ class _Wrapped:
     benchmarker = None  # the instance wrapped
     originals: dict = {}  # method name -> the bound method replaced
     limit_plans: dict = {}  # method name -> {keyword: (limit name, default value)} or None
+    noted: set = set()  # methods found replaced by someone else (said once, at verbose)
 
 
 # Inductor's own switch for timing autotuning by CUDA-graph replay, in torch versions that have it (newer than
@@ -136,6 +137,10 @@ def install() -> None:
     for name in _LIMIT_MAPS:
         slot = bench.__dict__.get(name)
         if slot is not None:
+            if not getattr(slot, "_ah_plugin_planned", False) and name not in _Wrapped.noted:
+                _Wrapped.noted.add(name)
+                registry.verbose(f"benchmarker.{name} is replaced on the instance by {slot!r}; the plugin's "
+                                 "timing plan waits until it is gone (a collection warm-up's stub is)")
             continue  # ours already, or a temporary override that owns the method for now
         unbound = getattr(type(bench), name, None)
         if unbound is None:
@@ -149,7 +154,8 @@ def uninstall() -> None:
     bench = _Wrapped.benchmarker
     if bench is not None:
         for name in _Wrapped.originals:
-            bench.__dict__.pop(name, None)
+            if getattr(bench.__dict__.get(name), "_ah_plugin_planned", False):  # never someone else's override
+                bench.__dict__.pop(name)
     _Wrapped.benchmarker, _Wrapped.originals, _Wrapped.limit_plans = None, {}, {}
 
 

@@ -68,8 +68,9 @@ def install(mode_plan) -> None:
             _said.add(mode)
             what = "autotunes GEMMs only" if plan.get("gemm_only") else "keeps max-autotune's tuning"
             tma = ", with the persistent TMA template" if plan.get("persistent_tma") else ""
-            verbose_output.say(logger, f"ah_plugin: mode={mode!r} {what}{tma} (AH_PLUGIN_NON_GEMM=tune keeps "
-                                       "max-autotune's tuning of the other kernels)")
+            hint = " (AH_PLUGIN_NON_GEMM=tune keeps max-autotune's tuning of the other kernels)" \
+                if plan.get("gemm_only") else ""
+            verbose_output.say(logger, f"ah_plugin: mode={mode!r} {what}{tma}{hint}")
         return narrowed(options, plan)
 
     list_mode_options.__wrapped__ = original
