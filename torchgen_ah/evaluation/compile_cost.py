@@ -218,6 +218,16 @@ def run_worker(spec_path: str, worker) -> int:
     return 0
 
 
+def add_combine_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--combine FILES`` and ``--note TEXT``: report earlier runs' results files instead of running."""
+    parser.add_argument("--combine", default=None, metavar="FILES",
+                        help="run nothing: report the results.jsonl files of earlier runs (comma-separated) as one "
+                             "report, e.g. runs of one session split over several device calls")
+    parser.add_argument("--note", default=None, metavar="TEXT",
+                        help="with --combine: a paragraph under the command saying where the rows came from (the "
+                             "commands of the runs combined)")
+
+
 def parse_or_work(parser: argparse.ArgumentParser, argv, worker):
     """The command line's arguments; in a mode's own process (the hidden ``--worker SPEC``) run ``worker``
     on the spec instead and exit."""
@@ -324,12 +334,7 @@ def main(argv=None) -> int:
     parser.add_argument("--results", default=None,
                         help="also write the report as the compile_cost section of this markdown file "
                              "(e.g. benchmarks/RESULTS.md)")
-    parser.add_argument("--combine", default=None, metavar="FILES",
-                        help="run nothing: report the results.jsonl files of earlier runs (comma-separated) as one "
-                             "report, e.g. runs of one session split over several device calls")
-    parser.add_argument("--note", default=None, metavar="TEXT",
-                        help="with --combine: a paragraph under the command saying where the rows came from (the "
-                             "commands of the runs combined)")
+    add_combine_arguments(parser)
     args = parse_or_work(parser, argv, worker)
     if args.combine:
         return combine(args.combine.split(","), args.out, args.results, args.note)

@@ -38,6 +38,7 @@ from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.compile_cost import (
     ALL_MODES,
     MAX_AUTOTUNE,
+    add_combine_arguments,
     combined_results,
     fresh_results_path,
     parse_or_work,
@@ -308,12 +309,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-minutes", type=float, default=10.0, help="time budget of the whole run")
     parser.add_argument("--run-timeout", type=float, default=300.0, help="seconds one process may take")
     parser.add_argument("--results", default=None, help="also write the report as a section of this markdown file")
-    parser.add_argument("--combine", default=None, metavar="FILES",
-                        help="run nothing: report the results.jsonl files of earlier runs (comma-separated) as one "
-                             "table, e.g. runs of one session split over several device calls")
-    parser.add_argument("--note", default=None, metavar="TEXT",
-                        help="with --combine: a paragraph under the command saying where the rows came from (the "
-                             "commands of the runs combined)")
+    add_combine_arguments(parser)
     args = parse_or_work(parser, argv, worker)
     if args.combine:
         return combine(args.combine.split(","), args.out, args.results, args.note)
