@@ -38,8 +38,8 @@ however the other layers' candidates differ) are in ``stale_report()``.
 
 Settings (environment wins over the plugin's API values; explicit constructor arguments win over both):
 ``AH_PLUGIN_TOP_K`` (``fast``, ``quality``, an int, or ``adaptive``), ``AH_PLUGIN_TOP_K_MASS`` (adaptive
-threshold, default 0.9; setting it switches adaptive k on, with ``AH_PLUGIN_TOP_K`` as the cap), ``AH_PLUGIN_MIN_CHOICES``
-(default 2), ``AH_PLUGIN_KEEP_ATEN`` (default 1), ``AH_PLUGIN_VERBOSE``.
+threshold, default 0.9; setting it switches adaptive k on, with ``AH_PLUGIN_TOP_K`` as the cap),
+``AH_PLUGIN_MIN_CHOICES`` (default 2), ``AH_PLUGIN_KEEP_ATEN`` (default 1), ``AH_PLUGIN_VERBOSE``.
 """
 
 from __future__ import annotations

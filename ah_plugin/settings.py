@@ -41,7 +41,7 @@ ENV_DISABLE = "AH_PLUGIN_DISABLE"  # "1": the plugin stays off whatever else is 
 ENV_TIMING = "AH_PLUGIN_TIMING"  # "replay" (CUDA-graph replay, the default) | "per_call" (Inductor's own)
 ENV_ATEN_MARGIN = "AH_PLUGIN_ATEN_MARGIN"  # a template beats aten only by more than this fraction
 ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: the share a template needs to be kept alone, or "never"
-ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast and quality modes: "skip" (max-autotune tunes GEMMs only, the default) | "tune"
+ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast/quality modes: "skip" (max-autotune tunes GEMMs only, default) | "tune"
 # The results cache (ah_plugin/tunable) owns the meaning of these; any of them switches the hook on.
 TUNABLE_PREFIX = "AH_TUNABLE_"
 
@@ -124,7 +124,7 @@ class Settings:
 
     @property
     def gemm_only(self) -> bool:
-        """Fast mode narrows ``mode="max-autotune"`` to GEMM autotuning (patches/mode_options.py)."""
+        """Fast and quality modes narrow ``mode="max-autotune"`` to GEMM autotuning (patches/mode_options.py)."""
         return bool(self.use) and (self.fast or self.quality) and not self.tune_non_gemm
 
     @property
