@@ -11,7 +11,8 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
   (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
   CUDA-graph replay; the template wins only by the aten margin. Templates are trusted only from an
   artifact trained on replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on
-  per-call GPU timings, which favour templates on small GEMMs, gets aten alone.
+  per-call GPU timings, which favour templates on small GEMMs, gets aten alone, and so does a memory-bound
+  GEMM whose operands fit in the GPU's L2, where replay's verdict did not hold in a model (``l2_residency``).
 * **quality mode** (``AH_PLUGIN_TOP_K=quality``): the top ``settings.QUALITY_TOP_K`` (3) of the ranking
   over Inductor's candidates plus its persistent TMA template, and aten, timed by replay with the margin.
 * **top k** (``AH_PLUGIN_TOP_K=<k>``): the top k plus aten, never fewer than ``min_choices`` (2).
@@ -49,7 +50,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-from ah_plugin import artifact_loader, features
+from ah_plugin import artifact_loader, features, l2_residency
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
 from ah_plugin.verbose_output import say
@@ -373,8 +374,13 @@ class RankingPolicy:
                 f"today: {list(request.candidates)}",
             )
             return None
-        keep = choose(ranking, request.candidates, self.options, trusts_templates(artifact, request.metadata),
-                      on_cpu(request.metadata))
+        trusted = trusts_templates(artifact, request.metadata)
+        if trusted and self.options.fast and l2_residency.replay_misjudges(
+                feats, l2_residency.l2_bytes_for(request.metadata)):
+            trusted = False  # memory-bound with its operands in L2: replay's verdict did not hold in a model
+            if self.options.verbose:
+                _say(f"ah_plugin: {request.op_name}: memory-bound and within L2, fast mode keeps aten alone")
+        keep = choose(ranking, request.candidates, self.options, trusted, on_cpu(request.metadata))
         if self.options.verbose:
             _say(
                 f"ah_plugin: {artifact.name} {request.op_name}: keeping {len(keep)} of "

@@ -2,8 +2,11 @@
 # Fast mode on one GPU, in two calls of under 10 minutes each (run from the repository root on the device
 # machine; results packed into $OUT/<part>.tgz by run_batch.sh; each step has its own time limit):
 #   PART=models bash gpu_jobs/fast_mode.sh   GPT-2 small, a ViT, Llama prefill and decode, and a ViT training
-#                                            step, each in max-autotune off, fast mode and default max-autotune
-#                                            (then k=10 while time is left; MODELS=, MODES= to choose)
+#                                            step: REPS (3) processes of max-autotune off and fast mode, one of
+#                                            default max-autotune and k=10 in the first repetition (ONCE=);
+#                                            MODELS=, MODES= to choose. One repetition of off and fast over the
+#                                            four inference models took 270 s on an H200: split MODELS over
+#                                            calls and join the results with e2e_models --combine
 #   PART=checks bash gpu_jobs/fast_mode.sh   every GPU test, single GEMMs (compile and kernel time per mode on
 #                                            the first SHAPES evaluation shapes, the timing methods' picks) and
 #                                            the results cache's record/hit runs
@@ -15,10 +18,10 @@ MODELS_MIN=${MODELS_MIN:-8.6}
 export AH_BATCH_NAME=$PART
 if [ "$PART" = models ]; then
   bash gpu_jobs/run_batch.sh \
-    "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models ${MODELS:-gpt2,vit,llama_prefill,llama_decode,vit_train} --modes ${MODES:-off,fast,default,ours_k10} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"
+    "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models ${MODELS:-gpt2,vit,llama_prefill,llama_decode,vit_train} --modes ${MODES:-off,fast,default,ours_k10} --reps ${REPS:-3} --once ${ONCE:-default,ours_k10} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"
 else
   bash gpu_jobs/run_batch.sh \
-    "tests:150:python3 -m pytest tests/test_fast_gpu.py tests/test_use_gpu.py tests/test_plugin_gpu.py tests/test_tunable_limits.py -m gpu -q -rA --durations=20 --basetemp=\$OUT/t; rm -rf \$OUT/t" \
+    "tests:${TESTS_S:-330}:python3 -m pytest tests/test_fast_gpu.py tests/test_use_gpu.py tests/test_plugin_gpu.py tests/test_tunable_limits.py -m gpu -q -rA --durations=20 --basetemp=\$OUT/t; rm -rf \$OUT/t" \
     "kernels:140:python3 -m torchgen_ah.compile_cost --shapes $SHAPES --modes off,fast,default,replay_all --max-minutes 2.2 --out \$OUT/cc --results \$OUT/RESULTS.md; rm -rf \$OUT/cc/caches_*" \
     "cache:55:python3 -m torchgen_ah.compile_cost torchgen_ah/data/cache_shapes.csv --shapes 4 --modes cache --max-minutes 0.85 --out \$OUT/cache; rm -rf \$OUT/cache/caches_*"
 fi

@@ -272,15 +272,18 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
 
     out = tmp_path / "e2e"
     rc = e2e_models.main(["--out", str(out), "--models", "mlp", "--modes", "off,fast", "--device", "cpu",
-                          "--max-minutes", "4"])
+                          "--reps", "2", "--once", "off", "--max-minutes", "4"])
     assert rc == 0
-    rows = {r["mode"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    # --once off: off in the first repetition only, fast in both
+    assert sorted((r["mode"], r["rep"]) for r in records) == [("fast", 0), ("fast", 1), ("off", 0)]
+    rows = {r["mode"]: r for r in records if r["rep"] == 0}
     assert set(rows) == {"off", "fast"}
     assert rows["fast"]["plugin"] == {"installed": True, "use": ["convolution", "mm"], "top_k": "fast"}
     assert rows["off"]["plugin"]["use"] == []
     assert all(r["compile_seconds"] > 0 and r["step_ms"] > 0 and r["rep"] == 0 for r in rows.values())
     table = (out / "e2e.md").read_text()
-    assert "| mlp | off | 1 |" in table and "| mlp | fast | 1 |" in table
+    assert "| mlp | off | 1 |" in table and "| mlp | fast | 2 |" in table
     # fast mode's verdict row: compile against off's; no default run, so the step is compared with off's
     assert "| mlp |" in table.split("Fast mode against the bars")[1] and "default not measured" in table
     log = out / "mlp" / "fake.log"
@@ -289,6 +292,7 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     assert e2e_models.autotune_counts(str(log)) == (2, 10)
     assert e2e_models.autotune_counts(str(out / "mlp" / "missing.log")) is None
     assert e2e_models.main(["--out", str(out), "--models", "bert"]) == 2
+    assert e2e_models.main(["--out", str(out), "--models", "mlp", "--modes", "off", "--once", "default"]) == 2
 
 
 def test_e2e_models_combine_reports_runs_as_one_table_with_medians(tmp_path):

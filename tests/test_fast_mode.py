@@ -184,18 +184,18 @@ import json, torch
 wrapper = torch._TorchCompileInductorWrapper("max-autotune", None, False)  # what torch.compile(mode=...) builds
 print(json.dumps({k: wrapper.config.get(k) for k in
                   ("max_autotune", "max_autotune_gemm", "coordinate_descent_tuning", "triton.cudagraphs",
-                   "triton.enable_persistent_tma_matmul")}))
+                   "triton.enable_persistent_tma_matmul", "max_epilogue_benchmarked_choices")}))
 '''
 
 
-@pytest.mark.parametrize("extra, gemm_only, tma", [
-    ({}, True, False),  # fast mode, the default
-    ({"AH_PLUGIN_NON_GEMM": "tune"}, False, False),  # the user keeps max-autotune's tuning of the other kernels
-    ({"AH_PLUGIN_TOP_K": "10"}, False, False),  # top-k mode: max-autotune as torch defines it
-    ({"AH_PLUGIN_TOP_K": "quality"}, True, True),  # quality mode: GEMMs only, persistent TMA offered
-    ({"AH_PLUGIN_TOP_K": "quality", "AH_PLUGIN_NON_GEMM": "tune"}, False, True),
+@pytest.mark.parametrize("extra, gemm_only, tma, no_fusion_benchmark", [
+    ({}, True, False, True),  # fast mode, the default: no fused template benchmarked either
+    ({"AH_PLUGIN_NON_GEMM": "tune"}, False, False, False),  # the user keeps max-autotune's tuning
+    ({"AH_PLUGIN_TOP_K": "10"}, False, False, False),  # top-k mode: max-autotune as torch defines it
+    ({"AH_PLUGIN_TOP_K": "quality"}, True, True, False),  # quality mode: GEMMs only, persistent TMA offered
+    ({"AH_PLUGIN_TOP_K": "quality", "AH_PLUGIN_NON_GEMM": "tune"}, False, True, False),
 ])
-def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only, tma):
+def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only, tma, no_fusion_benchmark):
     from linear_child import child_env
 
     env = child_env(TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", **extra)
@@ -209,6 +209,7 @@ def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only, tma):
     else:
         assert options["max_autotune"] is True and options["coordinate_descent_tuning"] is True
     assert options["triton.enable_persistent_tma_matmul"] is (True if tma else None)
+    assert options["max_epilogue_benchmarked_choices"] == (0 if no_fusion_benchmark else None)
 
 
 def test_non_gemm_setting_follows_the_settings_rules(monkeypatch):

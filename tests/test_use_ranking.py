@@ -484,3 +484,39 @@ def test_adaptive_k_and_its_knobs_from_the_python_api(tmp_path):
             ah_plugin.install(use="mm", top_k_mass=1.5)
     finally:
         ah_plugin.uninstall()
+
+
+def test_fast_mode_keeps_aten_alone_where_replay_would_see_a_memory_bound_gemm_in_l2(tmp_path):
+    """A template first for a small GEMM is timed against aten only when replay can judge it: a
+    memory-bound GEMM whose operands fit in L2 keeps aten alone in fast mode (top-k modes still time it)."""
+    write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay")
+    h200 = dict(H100_META, l2_bytes=60 * 2**20)  # an H200 reports 60 MiB
+    assert policy(tmp_path).select(request(m=32, meta=h200)) == ["extern_mm"]
+    assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]  # L2 size unknown: timed as before
+    tiny_l2 = dict(H100_META, l2_bytes=64 * 1024)  # operands (90 KB) do not fit: replay reads them from HBM
+    assert policy(tmp_path).select(request(m=32, meta=tiny_l2)) == [T[0], "extern_mm"]
+    assert policy(tmp_path, top_k=2).select(request(m=32, meta=h200))[:2] == [T[0], T[1]]
+
+
+def test_which_gemms_replay_misjudges():
+    from ah_plugin.l2_residency import gemm_bytes_and_intensity, l2_bytes_for, replay_misjudges
+
+    l2 = 60 * 2**20  # an H200
+    bf16 = {"mat1_dtype": "torch.bfloat16"}
+    # the decoder at decode: 64 rows, weights of 8-23 MB stay in L2 under replay; memory-bound
+    assert replay_misjudges(dict(bf16, m=64, k=2048, n=5632), l2)
+    assert replay_misjudges(dict(bf16, m=64, k=2048, n=2048), l2)
+    # its vocabulary projection: a 131 MB weight never fits, so replay reads it from HBM as the model does
+    assert not replay_misjudges(dict(bf16, m=64, k=2048, n=32000), l2)
+    # compute-bound: L2 residency hardly moves its time
+    total, intensity = gemm_bytes_and_intensity(dict(bf16, m=2048, k=2048, n=2048))
+    assert total == 3 * 2048 * 2048 * 2 and intensity > 600
+    assert not replay_misjudges(dict(bf16, m=2048, k=2048, n=2048), l2)
+    # fp32 doubles the bytes: 64x4096x4096 (134 MB) no longer fits
+    assert replay_misjudges(dict(bf16, m=64, k=4096, n=2048), l2)
+    assert not replay_misjudges({"mat1_dtype": "torch.float32", "m": 64, "k": 4096, "n": 4096}, l2)
+    # a batch multiplies the bytes, not the intensity
+    assert not replay_misjudges(dict(bf16, m=64, k=2048, n=2048, b=8), l2)
+    # unknown sizes or L2: the rule stays out of the way
+    assert not replay_misjudges(dict(bf16, m=64, k=2048), l2) and not replay_misjudges(dict(bf16, m=64, k=8, n=8), None)
+    assert l2_bytes_for({"device_capa": (0, 0), "device_name": "cpu"}) is None

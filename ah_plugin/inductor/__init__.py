@@ -51,7 +51,8 @@ def _mode_plan():
     current = autotune._current_settings() if _state["installed"] else None
     if current is None or not (current.gemm_only or current.persistent_tma):
         return None
-    return {"gemm_only": current.gemm_only, "persistent_tma": current.persistent_tma, "verbose": current.verbose}
+    return {"gemm_only": current.gemm_only, "persistent_tma": current.persistent_tma,
+            "no_fusion_benchmark": current.skip_fusion_benchmark, "verbose": current.verbose}
 
 
 def _timing():

@@ -14,7 +14,9 @@ Models (random weights, bf16 on CUDA / fp32 on CPU; inference under ``no_grad`` 
 ``transformers`` and ``timm`` are imported lazily inside the worker (they exist on the GPU machine). Their
 linear layers lower to ``addmm``, which the plugin ranks with the mm artifact.
 
-Each (repetition, model, mode) runs in its own process with fresh Inductor/Triton caches (the environments
+``--once default`` runs the named modes in the first repetition only, so a run of ``--reps 3`` can hold
+default max-autotune (minutes per model) next to three processes of the cheap modes. Each (repetition,
+model, mode) runs in its own process with fresh Inductor/Triton caches (the environments
 of ``torchgen_ah.compile_cost.mode_environment``); repetitions are the outer loop, then modes in the order
 given (a time budget cuts the last ones), then models. On CUDA the modes run as users run them: max-autotune off is
 ``mode="reduce-overhead"`` (CUDA graphs, no autotuning) and every max-autotune mode is ``mode="max-autotune"``
@@ -92,7 +94,14 @@ class _TensorOut:
 
 
 def build_model(torch, name: str, device: str):
-    """(module returning one tensor, example inputs, whether a step trains) for one model name."""
+    """(module returning one tensor, example inputs, whether a step trains) for one model name. The
+    weights are created on ``device``: initialising a 300M-parameter decoder on the CPU costs each
+    process seconds that have nothing to do with what is measured."""
+    with torch.device(device):
+        return _build_model(torch, name, device)
+
+
+def _build_model(torch, name: str, device: str):
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     train = name.endswith("_train")
     base = name[: -len("_train")] if train else name
@@ -303,6 +312,9 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(KNOWN_MODELS)}")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma-separated, of {', '.join(ALL_MODES)}")
     parser.add_argument("--reps", type=int, default=1, help="fresh processes per (model, mode)")
+    parser.add_argument("--once", default="",
+                        help="comma-separated modes of --modes run in the first repetition only (e.g. default, "
+                             "whose compile takes minutes), so the others get --reps processes within one run")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available, else cpu)")
     parser.add_argument("--no-cudagraphs", action="store_true",
                         help="compile with max-autotune-no-cudagraphs / no mode instead of the CUDA-graph modes")
@@ -315,7 +327,11 @@ def main(argv=None) -> int:
         return combine(args.combine.split(","), args.out, args.results, args.note)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    once = {m.strip() for m in args.once.split(",") if m.strip()}
     unknown = [m for m in models if m not in KNOWN_MODELS] + [m for m in modes if m not in ALL_MODES]
+    if once - set(modes):
+        return command_line.fail("e2e_models", ValueError(
+            f"--once names {', '.join(sorted(once - set(modes)))}, not in --modes ({', '.join(modes)})"), 2)
     if unknown:
         return command_line.fail("e2e_models", ValueError(
             f"unknown model or mode {', '.join(unknown)}; models: {', '.join(KNOWN_MODELS)}, modes: "
@@ -328,6 +344,8 @@ def main(argv=None) -> int:
     # modes outside models: a time budget cuts the costly modes (listed last), not whole models
     for rep in range(args.reps):
         for mode in modes:
+            if rep and mode in once:
+                continue
             for model in models:
                 work = os.path.join(args.out, model, f"rep{rep}")
                 os.makedirs(work, exist_ok=True)
