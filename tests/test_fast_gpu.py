@@ -69,7 +69,8 @@ def _child(tmp_path, name, spec, **env_vars):
 def test_fast_mode_with_the_packaged_artifact_keeps_aten_or_times_a_template_against_it(tmp_path):
     """The packaged MMRankingH200 is trained on replay timings, so fast mode trusts its templates, but on a
     GPU never alone: every mm keeps aten, alone (nothing benchmarked) or with the ranking's template (both
-    timed). 2048x768x3072 is a GEMM of its training data where cuBLAS wins: aten alone, aten in the code."""
+    timed). 2048x768x3072 is a GEMM of its training data where cuBLAS wins: aten alone, aten in the code;
+    64x2048x5632 is memory-bound within L2: aten alone too."""
     shapes = [[2048, 768, 3072], [1024, 1024, 1024], [64, 2048, 5632]]
     result = _child(tmp_path, "fast", {"shapes": shapes}, TORCHINDUCTOR_AUTOHEURISTIC_USE="mm")
     assert result["matches"] == [True] * len(shapes)
@@ -77,6 +78,10 @@ def test_fast_mode_with_the_packaged_artifact_keeps_aten_or_times_a_template_aga
     assert all("extern_mm" in r["offered"] and len(r["offered"]) <= 2 for r in records), records
     assert all(r["timed"] == [] for r in records if r["offered"] == ["extern_mm"]), records
     assert records[0]["offered"] == ["extern_mm"] and result["aten_calls"][0], records
+    # 64x2048x5632 bf16 is memory-bound and its 24 MB fit in L2: fast mode keeps aten alone there
+    # (ah_plugin/l2_residency.py), whatever the ranking puts first
+    assert records[-1]["offered"] == ["extern_mm"] and records[-1]["timed"] == [], records
+    assert result["aten_calls"][-1], records
 
 
 def test_collection_is_timed_by_replay_and_marked_in_the_log(tmp_path):
