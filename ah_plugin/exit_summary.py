@@ -45,8 +45,10 @@ def _use_part(stats, ops) -> str | None:
     if stats is None:
         return None
     unranked = f" ({stats.without_ranking:,} with no artifact to rank them: aten kept)" if stats.without_ranking else ""
+    l2 = getattr(stats, "l2_aten", 0)
+    l2_part = f" ({l2:,} memory-bound within L2: aten kept)" if l2 else ""
     return (f"use {','.join(sorted(ops))}: kept {stats.kept:,} of {stats.offered:,} choices in "
-            f"{_plural(stats.autotunings, 'autotuning')}{unranked}")
+            f"{_plural(stats.autotunings, 'autotuning')}{unranked}{l2_part}")
 
 
 def _cache_part(stats) -> str | None:

@@ -2,16 +2,17 @@
 
 CUDA-graph replay (``replay_timing``) calls one GEMM again and again on the same inputs, so operands smaller
 than the GPU's L2 cache stay there and a memory-bound GEMM is timed at L2 rather than HBM bandwidth; in a
-model's step each weight is read once, from HBM. On an H200 (torch 2.11), replay with the weight cycled over
-copies larger than twice L2 took 17-30% longer than replay on one weight for the decoder's 64-row GEMMs
-(``benchmarks/l2_state.py``): a different regime from the one the plugin timed. And the templates that
-replay had timed 6-15% faster than cuBLAS there made the decoder's step slower, not faster (medians: 0.485 ms
-over 8 processes against 0.456 ms over 7 with max-autotune off), for 1.4x off's compile time. Fast mode
-therefore keeps aten alone on such GEMMs instead of compiling a template to time against it; quality mode
-and the top-k modes still time templates there.
+model's step each weight is read once, from HBM. The evidence is indirect (RESULTS.md ``l2_state`` and
+``e2e_models_medians``, docs/fast_mode.md): on an H200 the Llama-style decoder's 64-row GEMMs took 17-30%
+longer under replay when every call read its weight from HBM, so replay times them in another regime than
+the model runs them in; and the templates replay had timed 6-15% faster than cuBLAS on them did not make
+the decoder's step faster in 3 of 4 runs that compared it with max-autotune off, while each costs a
+compile. Fast mode therefore keeps aten alone on such GEMMs instead of compiling a template to time
+against it. Quality mode and the top-k modes still time templates there.
 
-A GEMM is memory-bound here when its arithmetic intensity (flops per byte of A, B and C) is below
-``RIDGE_FLOP_PER_BYTE``, about an H100/H200's bf16 tensor-core peak over its HBM bandwidth.
+Memory-bound: arithmetic intensity (flops per byte of A, B and C) below ``RIDGE_FLOP_PER_BYTE``, an H200's
+bf16 tensor-core peak over its HBM bandwidth (about 206; an H100 SXM's is about 295). The rule covers the
+16-bit dtypes it was measured on; fp32 and 8-bit GEMMs have other ridges and are left to replay.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from __future__ import annotations
 import functools
 
 RIDGE_FLOP_PER_BYTE = 200.0
-_DTYPE_BYTES = {"torch.float32": 4, "torch.bfloat16": 2, "torch.float16": 2, "torch.float64": 8,
-                "torch.float8_e4m3fn": 1, "torch.float8_e5m2": 1, "torch.int8": 1}
+_RULED_DTYPES = ("torch.bfloat16", "torch.float16")  # 2 bytes per element
 
 
 def gemm_bytes_and_intensity(features: dict) -> tuple[int, float] | None:
-    """(bytes of A, B and C, flops per byte) of an mm/bmm input's features; None when a size is missing."""
+    """(bytes of A, B and C, flops per byte) of a 16-bit mm/bmm input's features; None when a size is
+    missing or the dtype is not one the rule covers."""
+    if str(features.get("mat1_dtype", "torch.bfloat16")) not in _RULED_DTYPES:
+        return None
     try:
         m, k, n = (int(features[name]) for name in ("m", "k", "n"))
         batch = int(features.get("b", 1) or 1)
@@ -32,8 +35,7 @@ def gemm_bytes_and_intensity(features: dict) -> tuple[int, float] | None:
         return None
     if min(m, k, n, batch) <= 0:
         return None
-    size = _DTYPE_BYTES.get(str(features.get("mat1_dtype")), 2)
-    total = batch * (m * k + k * n + m * n) * size
+    total = batch * (m * k + k * n + m * n) * 2
     return total, 2.0 * batch * m * k * n / total
 
 
@@ -51,22 +53,23 @@ def replay_misjudges(features: dict, l2_bytes: int | None) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _cuda_l2_bytes(device_name: str) -> int | None:
+    """The L2 size of a visible CUDA device of that name (one name, one L2 size), else None."""
     try:
         import torch
 
         if not torch.cuda.is_available():
             return None
-        index = torch.cuda.current_device()
-        if torch.cuda.get_device_name(index) != device_name:
-            return None
-        return int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0)) or None
+        for index in range(torch.cuda.device_count()):
+            if torch.cuda.get_device_name(index) == device_name:
+                return int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0)) or None
+        return None
     except Exception:  # a query that fails only switches the rule off
         return None
 
 
 def l2_bytes_for(metadata: dict) -> int | None:
-    """The L2 size of the GPU a request's metadata names: its ``l2_bytes`` when given, else the current
-    CUDA device's when its name matches; None on a CPU or when it cannot be told."""
+    """The L2 size of the GPU a request's metadata names: its ``l2_bytes`` when given, else that of a
+    visible CUDA device of that name; None on a CPU or when it cannot be told."""
     if metadata.get("l2_bytes"):
         return int(metadata["l2_bytes"])
     name = metadata.get("device_name")

@@ -55,6 +55,9 @@ from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
 from ah_plugin.verbose_output import say
 
+# bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule)
+RULES_VERSION = 2
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 10
@@ -251,6 +254,7 @@ class UseStats:
     offered: int = 0  # their candidates
     kept: int = 0  # the candidates it kept
     without_ranking: int = 0  # of those answered, how many had no artifact ranking (fast mode: aten kept)
+    l2_aten: int = 0  # fast mode: templates not timed on a memory-bound GEMM within L2 (l2_residency)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -324,6 +328,11 @@ class RankingPolicy:
         """Ops this policy acts on (the hook asks it only for these); None: all."""
         return self.ops
 
+    def cache_key(self) -> str:
+        """Part of the FX-graph cache key: the version of the rules that turn a ranking into kept choices,
+        so a kernel compiled under older rules is not reused after an upgrade."""
+        return f"rules={RULES_VERSION}"
+
     # -- ChoicePolicy -------------------------------------------------------------------------------
 
     def select(self, request: AutotuneRequest) -> list[str] | None:
@@ -375,9 +384,10 @@ class RankingPolicy:
             )
             return None
         trusted = trusts_templates(artifact, request.metadata)
-        if trusted and self.options.fast and l2_residency.replay_misjudges(
-                feats, l2_residency.l2_bytes_for(request.metadata)):
+        if trusted and self.options.fast and any(is_aten_choice(c) for c in request.candidates) and \
+                l2_residency.replay_misjudges(feats, l2_residency.l2_bytes_for(request.metadata)):
             trusted = False  # memory-bound with its operands in L2: replay's verdict did not hold in a model
+            self.stats.l2_aten += 1
             if self.options.verbose:
                 _say(f"ah_plugin: {request.op_name}: memory-bound and within L2, fast mode keeps aten alone")
         keep = choose(ranking, request.candidates, self.options, trusted, on_cpu(request.metadata))

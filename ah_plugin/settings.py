@@ -129,8 +129,8 @@ class Settings:
 
     @property
     def skip_fusion_benchmark(self) -> bool:
-        """Fast mode benchmarks no template fused with its epilogue (patches/mode_options.py): Inductor compiles
-        and times a fused copy of each kept template, one after another (4.0 of 4.6 extra seconds on a decoder)."""
+        """Fast mode benchmarks no template fused with its epilogue (patches/mode_options.py): Inductor would
+        compile and time a fused copy of each kept template, one GEMM after another."""
         return self.gemm_only and self.fast
 
     @property

@@ -3,7 +3,8 @@
 # machine; results packed into $OUT/<part>.tgz by run_batch.sh; each step has its own time limit):
 #   PART=models bash gpu_jobs/fast_mode.sh   GPT-2 small, a ViT, Llama prefill and decode, and a ViT training
 #                                            step: REPS (3) processes of max-autotune off and fast mode, one of
-#                                            default max-autotune and k=10 in the first repetition (ONCE=);
+#                                            default max-autotune and k=10 in the first repetition (ONCE=
+#                                            lists those modes; empty: every mode REPS times);
 #                                            MODELS=, MODES= to choose. One repetition of off and fast over the
 #                                            four inference models took 270 s on an H200: split MODELS over
 #                                            calls and join the results with e2e_models --combine
@@ -16,9 +17,13 @@ PART=${PART:-models}
 SHAPES=${SHAPES:-10}
 MODELS_MIN=${MODELS_MIN:-8.6}
 export AH_BATCH_NAME=$PART
+MODES=${MODES:-off,fast,default,ours_k10}
+# the ONCE modes (default: default,ours_k10; ONCE= for none) that are among MODES
+ONCE=$(python3 -c "import sys; m = sys.argv[1].split(','); print(','.join(x for x in sys.argv[2].split(',') if x in m))" \
+  "$MODES" "${ONCE-default,ours_k10}")
 if [ "$PART" = models ]; then
   bash gpu_jobs/run_batch.sh \
-    "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models ${MODELS:-gpt2,vit,llama_prefill,llama_decode,vit_train} --modes ${MODES:-off,fast,default,ours_k10} --reps ${REPS:-3} --once ${ONCE:-default,ours_k10} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"
+    "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models ${MODELS:-gpt2,vit,llama_prefill,llama_decode,vit_train} --modes $MODES --reps ${REPS:-3} ${ONCE:+--once $ONCE} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"
 else
   bash gpu_jobs/run_batch.sh \
     "tests:${TESTS_S:-330}:python3 -m pytest tests/test_fast_gpu.py tests/test_use_gpu.py tests/test_plugin_gpu.py tests/test_tunable_limits.py -m gpu -q -rA --durations=20 --basetemp=\$OUT/t; rm -rf \$OUT/t" \

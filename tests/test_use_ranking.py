@@ -319,7 +319,7 @@ def test_stats_count_what_the_policy_kept(tmp_path):
     p.select(request(m=32))
     p.select(request(m=1024))
     p.select(request(m=32, candidates=["extern_mm"]))  # one choice: nothing to rank, not counted
-    assert p.stats.as_dict() == {"autotunings": 2, "offered": 10, "kept": 4, "without_ranking": 0}
+    assert p.stats.as_dict() == {"autotunings": 2, "offered": 10, "kept": 4, "without_ranking": 0, "l2_aten": 0}
 
 
 def test_stale_report_empty_when_in_sync(tmp_path):
@@ -491,8 +491,11 @@ def test_fast_mode_keeps_aten_alone_where_replay_would_see_a_memory_bound_gemm_i
     memory-bound GEMM whose operands fit in L2 keeps aten alone in fast mode (top-k modes still time it)."""
     write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay")
     h200 = dict(H100_META, l2_bytes=60 * 2**20)  # an H200 reports 60 MiB
-    assert policy(tmp_path).select(request(m=32, meta=h200)) == ["extern_mm"]
-    assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]  # L2 size unknown: timed as before
+    ruled = policy(tmp_path)
+    assert ruled.select(request(m=32, meta=h200)) == ["extern_mm"]
+    assert ruled.stats.l2_aten == 1  # counted, for ah_plugin.status()
+    unknown = dict(H100_META, device_name="a GPU this machine does not have")
+    assert policy(tmp_path).select(request(m=32, meta=unknown)) == [T[0], "extern_mm"]  # L2 size unknown
     tiny_l2 = dict(H100_META, l2_bytes=64 * 1024)  # operands (90 KB) do not fit: replay reads them from HBM
     assert policy(tmp_path).select(request(m=32, meta=tiny_l2)) == [T[0], "extern_mm"]
     assert policy(tmp_path, top_k=2).select(request(m=32, meta=h200))[:2] == [T[0], T[1]]
@@ -512,9 +515,11 @@ def test_which_gemms_replay_misjudges():
     total, intensity = gemm_bytes_and_intensity(dict(bf16, m=2048, k=2048, n=2048))
     assert total == 3 * 2048 * 2048 * 2 and intensity > 600
     assert not replay_misjudges(dict(bf16, m=2048, k=2048, n=2048), l2)
-    # fp32 doubles the bytes: 64x4096x4096 (134 MB) no longer fits
     assert replay_misjudges(dict(bf16, m=64, k=4096, n=2048), l2)
-    assert not replay_misjudges({"mat1_dtype": "torch.float32", "m": 64, "k": 4096, "n": 4096}, l2)
+    # fp32 has another ridge (no bf16 tensor-core peak): left to replay, as is any dtype the rule was not
+    # measured on
+    assert not replay_misjudges({"mat1_dtype": "torch.float32", "m": 64, "k": 2048, "n": 2048}, l2)
+    assert gemm_bytes_and_intensity({"mat1_dtype": "torch.int8", "m": 64, "k": 64, "n": 64}) is None
     # a batch multiplies the bytes, not the intensity
     assert not replay_misjudges(dict(bf16, m=64, k=2048, n=2048, b=8), l2)
     # unknown sizes or L2: the rule stays out of the way

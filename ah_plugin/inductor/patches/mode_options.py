@@ -13,14 +13,16 @@ ranking can pick it. Options passed explicitly (``options={"max_autotune": True}
 are never changed.
 
 Fast mode also benchmarks no template fused with its epilogue (``max_epilogue_benchmarked_choices`` 0).
-With Inductor's default, the scheduler compiles a copy of the kept template fused with each epilogue and
-times it, one GEMM after another: on an H200, on the Llama-style decoder at decode (nine template-and-aten
-GEMMs), that was 4.0 of the 4.6 seconds fast mode took over aten alone (13.2 s against 8.6 s). Switching
-the whole benchmark off (``benchmark_epilogue_fusion``) is no better: each template is then precompiled
-while its GEMM is lowered, one after another (1.4 s there, and 1.44x off's compile). With no fused copy to
-benchmark, the kept templates still precompile in parallel from lowering, the autotuner times the template
-against aten as before, and a template that wins runs without its epilogue fused in, as aten does. Quality
-mode keeps Inductor's default (its bar is default max-autotune's compile time, not off's).
+With Inductor's default the scheduler compiles a copy of each kept template fused with each epilogue and
+times it, one GEMM after another: in the phase times of one compile of the Llama-style decoder at decode
+on an H200 (nine template-and-aten GEMMs), that was 4.0 s of 13.2 s, against 8.6 s with aten alone
+(benchmarks/runs/fast_h200_models/decode_phase_times.txt). Without it, the kept templates precompile in
+parallel from lowering, the autotuner times each against aten as before, and a template that wins runs
+without its epilogue fused in, as aten does; Inductor still times the epilogue alone once. The templates'
+own compiles remain: in fresh processes the decoder still compiled in 1.41x max-autotune off's time with
+this setting, about as with ``benchmark_epilogue_fusion`` off (1.44x), which instead precompiles each
+template while its GEMM is lowered, one after another. Quality mode keeps Inductor's default (its bar is
+default max-autotune's compile time, not off's).
 
 ``torch.compile`` looks the function up as ``torch._inductor.list_mode_options`` when it is called, so
 replacing that attribute is enough. Checked on torch 2.11 and 2.13.
