@@ -33,15 +33,12 @@ MAX_COPIES = 64
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
-    """``MxKxN,...`` into (m, k, n) tuples; a clear error names the bad entry."""
-    out = []
-    for item in (t.strip() for t in text.split(",") if t.strip()):
-        parts = item.lower().split("x")
-        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise ValueError(f"--shapes: {item!r} is not MxKxN with positive integers")
-        out.append(tuple(int(p) for p in parts))
+    """``MxKxN,...`` into (m, k, n) tuples (family_timings' parser); at least one shape."""
+    from torchgen_ah.evaluation.family_timings import parse_shapes as parse_mkn
+
+    out = parse_mkn(text)
     if not out:
-        raise ValueError("--shapes: no shape given")
+        raise ValueError("no shape given")
     return out
 
 
@@ -90,10 +87,11 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="also write the figures here")
     parser.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
+    sys.path.insert(0, REPO)
     try:
         shapes = parse_shapes(args.shapes)
     except ValueError as exc:
-        print(f"l2_state: {exc}", file=sys.stderr)
+        print(f"l2_state: --shapes: {exc}", file=sys.stderr)
         return 2
     # before torch is imported: Inductor reads its GEMM backends from the environment, the plugin its switch
     os.environ.setdefault("TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS", "TRITON")
@@ -103,7 +101,6 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("l2_state: needs a CUDA GPU (the question is about its L2 cache); nothing measured", file=sys.stderr)
         return 2
-    sys.path.insert(0, REPO)
     from ah_plugin.replay_timing import replay_time_ms
     from torchgen_ah.evaluation.results_section import update_results_section
 

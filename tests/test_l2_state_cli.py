@@ -15,10 +15,12 @@ import l2_state  # noqa: E402
 
 def test_shapes_parse_and_bad_ones_are_named():
     assert l2_state.parse_shapes("64x2048x5632, 2048X2048x2048") == [(64, 2048, 5632), (2048, 2048, 2048)]
-    with pytest.raises(ValueError, match="'64x2048' is not MxKxN"):
+    with pytest.raises(ValueError, match="bad shape '64x2048': expected MxKxN"):
         l2_state.parse_shapes("64x2048")
-    with pytest.raises(ValueError, match="'0x1x1'"):
+    with pytest.raises(ValueError, match="bad shape '0x1x1'"):
         l2_state.parse_shapes("0x1x1")
+    with pytest.raises(ValueError, match="no shape given"):
+        l2_state.parse_shapes(" , ")
 
 
 def test_cold_copies_exceed_twice_l2():
@@ -38,4 +40,4 @@ def test_without_a_gpu_it_says_so_and_writes_nothing(tmp_path):
     assert not out.exists()
     bad = subprocess.run([sys.executable, SCRIPT, "--shapes", "64x64"], env=env, capture_output=True, text=True,
                          timeout=300)
-    assert bad.returncode == 2 and "'64x64' is not MxKxN" in bad.stderr
+    assert bad.returncode == 2 and "bad shape '64x64'" in bad.stderr
