@@ -69,10 +69,8 @@ def _cuda_l2_bytes(device_name: str) -> int | None:
 
 def l2_bytes_for(metadata: dict) -> int | None:
     """The L2 size of the GPU a request's metadata names: its ``l2_bytes`` when given, else that of a
-    visible CUDA device of that name; None on a CPU or when it cannot be told."""
+    visible CUDA device of that name (a CPU's name matches none); None when it cannot be told."""
     if metadata.get("l2_bytes"):
         return int(metadata["l2_bytes"])
     name = metadata.get("device_name")
-    if not name or tuple(metadata.get("device_capa") or (0, 0)) == (0, 0):
-        return None
-    return _cuda_l2_bytes(str(name))
+    return _cuda_l2_bytes(str(name)) if name else None
