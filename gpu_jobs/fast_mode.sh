@@ -8,9 +8,14 @@
 #                                            MODELS=, MODES= to choose. One repetition of off and fast over the
 #                                            four inference models took 270 s on an H200: split MODELS over
 #                                            calls and join the results with e2e_models --combine
+#   PART=ab bash gpu_jobs/fast_mode.sh       AB_MODELS (llama_prefill,llama_decode), each compiled off, fast, with
+#                                            fast's Inductor options and aten alone, and off with the plugin on,
+#                                            in one process, step windows interleaved (benchmarks/step_ab.py),
+#                                            generated code kept
 #   PART=checks bash gpu_jobs/fast_mode.sh   every GPU test, single GEMMs (compile and kernel time per mode on
 #                                            the first SHAPES evaluation shapes, the timing methods' picks) and
-#                                            the results cache's record/hit runs
+#                                            the results cache's record/hit runs (CHECKS= a subset of
+#                                            tests,kernels,cache; TESTS= the test files or node ids)
 set -u
 : "${OUT:?set OUT to the output folder}"
 PART=${PART:-models}
@@ -21,12 +26,19 @@ MODES=${MODES:-off,fast,default,ours_k10}
 # the ONCE modes (default: default,ours_k10; ONCE= for none) that are among MODES
 ONCE=$(python3 -c "import sys; m = sys.argv[1].split(','); print(','.join(x for x in sys.argv[2].split(',') if x in m))" \
   "$MODES" "${ONCE-default,ours_k10}")
-if [ "$PART" = models ]; then
+if [ "$PART" = ab ]; then
+  steps=()
+  for model in $(echo "${AB_MODELS:-llama_prefill,llama_decode}" | tr , ' '); do
+    steps+=("ab_$model:${AB_S:-150}:python3 benchmarks/step_ab.py --model $model --windows ${AB_WINDOWS:-30} --code-dir \$OUT/code --json \$OUT/ab.json --results \$OUT/RESULTS.md")
+  done
+  bash gpu_jobs/run_batch.sh "${steps[@]}"
+elif [ "$PART" = models ]; then
   bash gpu_jobs/run_batch.sh \
     "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models ${MODELS:-gpt2,vit,llama_prefill,llama_decode,vit_train} --modes $MODES --reps ${REPS:-3} ${ONCE:+--once $ONCE} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"
 else
-  bash gpu_jobs/run_batch.sh \
-    "tests:${TESTS_S:-330}:python3 -m pytest tests/test_fast_gpu.py tests/test_use_gpu.py tests/test_plugin_gpu.py tests/test_tunable_limits.py -m gpu -q -rA --durations=20 --basetemp=\$OUT/t; rm -rf \$OUT/t" \
-    "kernels:140:python3 -m torchgen_ah.compile_cost --shapes $SHAPES --modes off,fast,default,replay_all --max-minutes 2.2 --out \$OUT/cc --results \$OUT/RESULTS.md; rm -rf \$OUT/cc/caches_*" \
-    "cache:55:python3 -m torchgen_ah.compile_cost torchgen_ah/data/cache_shapes.csv --shapes 4 --modes cache --max-minutes 0.85 --out \$OUT/cache; rm -rf \$OUT/cache/caches_*"
+  steps=()
+  case ",${CHECKS:-tests,kernels,cache}," in *,tests,*) steps+=("tests:${TESTS_S:-330}:python3 -m pytest ${TESTS:-tests/test_fast_gpu.py tests/test_use_gpu.py tests/test_plugin_gpu.py tests/test_tunable_limits.py} -m gpu -q -rA --durations=20 --basetemp=\$OUT/t; rm -rf \$OUT/t") ;; esac
+  case ",${CHECKS:-tests,kernels,cache}," in *,kernels,*) steps+=("kernels:140:python3 -m torchgen_ah.compile_cost --shapes $SHAPES --modes off,fast,default,replay_all --max-minutes 2.2 --out \$OUT/cc --results \$OUT/RESULTS.md; rm -rf \$OUT/cc/caches_*") ;; esac
+  case ",${CHECKS:-tests,kernels,cache}," in *,cache,*) steps+=("cache:55:python3 -m torchgen_ah.compile_cost torchgen_ah/data/cache_shapes.csv --shapes 4 --modes cache --max-minutes 0.85 --out \$OUT/cache; rm -rf \$OUT/cache/caches_*") ;; esac
+  bash gpu_jobs/run_batch.sh "${steps[@]}"
 fi

@@ -1,0 +1,202 @@
+"""One model compiled several ways in one process, step times interleaved: differences of a percent or two.
+
+    python benchmarks/step_ab.py --model llama_prefill [--variants off,fast,aten_gemm,off_plugin]
+        [--windows 30] [--code-dir DIR] [--json OUT.json] [--results FILE.md | --no-write]
+
+Fresh processes differ in step time by about 3% on an H200 (clocks, memory placement), so comparing two
+modes by one process each cannot resolve a 2% gap. Here every variant is compiled in the same process on
+the same weights, and the timed windows alternate between variants (10 back-to-back steps per window, the
+order rotating each round), so drift hits all alike. Variants (CUDA graphs on a GPU, as the modes run):
+
+- ``off``: max-autotune off (``mode="reduce-overhead"``), plugin off;
+- ``fast``: ``mode="max-autotune"`` with the plugin's fast mode (``ah_plugin.enabled(use=["mm"])``);
+- ``aten_gemm``: the Inductor options fast mode leaves (``max_autotune_gemm``, CUDA graphs) with aten as
+  the only GEMM backend, plugin off: fast mode's lowering without the plugin;
+- ``off_plugin``: max-autotune off with the plugin switched on (its passes, no autotuning).
+
+Each variant's generated code goes to ``--code-dir`` (one file per graph) with a count of its generated
+kernels and extern calls, so a step-time gap can be traced to what was generated. Compile seconds are
+printed but are not whole-compile times: the variants share one process, imports and warm caches.
+FX-graph and autotune caches are off so that every variant lowers for real. Prints a markdown table and
+writes the ``step_ab`` section of benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(REPO, "benchmarks", "RESULTS.md")
+VARIANTS = ("off", "fast", "aten_gemm", "off_plugin")
+STEPS_PER_WINDOW = 10
+_EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
+_KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated kernel (Triton or C++)
+
+
+def parse_variants(text: str) -> list[str]:
+    """Comma-separated variant names, each known, at least one."""
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    if not names:
+        raise ValueError("no variant given")
+    return names
+
+
+def code_summary(codes: list[str]) -> dict:
+    """Generated kernels defined and extern calls made (by name) over one variant's generated modules."""
+    externs: dict[str, int] = {}
+    kernels = 0
+    for code in codes:
+        kernels += len(_KERNEL_DEF.findall(code))
+        for name in _EXTERN.findall(code):
+            externs[name] = externs.get(name, 0) + 1
+    return {"graphs": len(codes), "kernels": kernels, "extern_calls": dict(sorted(externs.items()))}
+
+
+def variant_scope(ah_plugin, variant: str):
+    """The plugin's state for ``variant``: switched on for fast and off_plugin, else untouched (off)."""
+    import contextlib
+
+    return ah_plugin.enabled(use=["mm"]) if variant in ("fast", "off_plugin") else contextlib.nullcontext()
+
+
+def compile_variant(torch, model, variant: str, cuda: bool):
+    """``torch.compile`` of ``model`` as ``variant`` runs it; call it under ``variant_scope`` (the mode's
+    options are read when ``torch.compile`` is called, the ranking when the first call lowers)."""
+    if variant in ("off", "off_plugin"):
+        return torch.compile(model, mode="reduce-overhead" if cuda else None)
+    if variant == "fast":
+        return torch.compile(model, mode="max-autotune" if cuda else "max-autotune-no-cudagraphs")
+    return torch.compile(model, options={"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN",
+                                         "triton.cudagraphs": cuda})
+
+
+def interleaved_windows(step_fns: dict, windows: int, sync) -> dict:
+    """{variant: [seconds per step of each window]}: rounds of one window per variant, order rotating."""
+    names = list(step_fns)
+    out = {n: [] for n in names}
+    for r in range(windows):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            fn = step_fns[name]
+            sync()
+            start = time.perf_counter()
+            for _ in range(STEPS_PER_WINDOW):
+                fn()
+            sync()
+            out[name].append((time.perf_counter() - start) / STEPS_PER_WINDOW)
+    return out
+
+
+def markdown(model: str, rows: list[dict], device: str, command: str, torch_version: str) -> str:
+    base = next((r for r in rows if r["variant"] == "off"), rows[0])
+    lines = [f"### {model}: variants in one process, step windows interleaved", "",
+             f"Command: `{command}` on {device} (torch {torch_version}). Step = median over the windows of "
+             f"{STEPS_PER_WINDOW} back-to-back steps; the windows of all variants alternate. Compile s is the "
+             "first call in this shared process (not a fresh-process compile time).", "",
+             f"| variant | compile s | step ms | step / {base['variant']} | generated kernels | extern calls |",
+             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        ext = ", ".join(f"{k} {v}" for k, v in r["code"]["extern_calls"].items()) or "-"
+        lines.append(f"| {r['variant']} | {r['compile_seconds']:.1f} | {r['step_ms']:.4f} | "
+                     f"{r['step_ms'] / base['step_ms']:.4f} | {r['code']['kernels']} | {ext} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="llama_prefill", help="a model of torchgen_ah.e2e_models")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of " + ", ".join(VARIANTS))
+    parser.add_argument("--windows", type=int, default=30, help="timed windows per variant")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--code-dir", default=None, help="write each variant's generated code here")
+    parser.add_argument("--json", default=None, help="also write the figures here")
+    parser.add_argument("--results", default=RESULTS, help="markdown file whose step_ab_<model> section is "
+                        "written (default: benchmarks/RESULTS.md)")
+    parser.add_argument("--no-write", action="store_true", help="do not write a results section")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, REPO)
+    try:
+        variants = parse_variants(args.variants)
+        if args.windows < 1:
+            raise ValueError(f"--windows must be at least 1, got {args.windows}")
+    except ValueError as exc:
+        print(f"step_ab: {exc}", file=sys.stderr)
+        return 2
+    os.environ.pop("AH_PLUGIN_DISABLE", None)
+    import torch
+    import torch._inductor.config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    import ah_plugin
+    from torchgen_ah.evaluation.e2e_models import KNOWN_MODELS, build_model
+    from torchgen_ah.evaluation.results_section import update_results_section
+
+    if args.model not in KNOWN_MODELS:
+        print(f"step_ab: unknown model {args.model!r}; known: {', '.join(KNOWN_MODELS)}", file=sys.stderr)
+        return 2
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = device == "cuda"
+    inductor_config.fx_graph_cache = False
+    inductor_config.autotune_local_cache = False
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(variants))
+    ah_plugin.uninstall()
+    model, inputs, train = build_model(torch, args.model, device)
+    if train:
+        print("step_ab: inference models only (a training step's outputs feed back into the next)", file=sys.stderr)
+        return 2
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    rows, steps = [], {}
+    with torch.no_grad():
+        reference = model(*inputs).float()
+        for variant in variants:
+            with variant_scope(ah_plugin, variant):
+                compiled = compile_variant(torch, model, variant, cuda)
+                sync()
+                start = time.perf_counter()
+                out, codes = run_and_get_code(compiled, *inputs)
+                sync()
+                seconds = time.perf_counter() - start
+            err = (out.float() - reference).abs().max().item() / max(reference.abs().max().item(), 1e-6)
+            if args.code_dir:
+                os.makedirs(args.code_dir, exist_ok=True)
+                for i, code in enumerate(codes):
+                    with open(os.path.join(args.code_dir, f"{args.model}_{variant}_{i}.code.txt"), "w",
+                              encoding="utf-8") as f:
+                        f.write(code)
+            for _ in range(5):
+                compiled(*inputs)
+            steps[variant] = lambda c=compiled: c(*inputs)
+            rows.append({"variant": variant, "compile_seconds": seconds, "max_rel_err": err,
+                         "code": code_summary(codes)})
+            print(json.dumps(rows[-1]), flush=True)
+        windows = interleaved_windows(steps, args.windows, sync)
+    for r in rows:
+        r["step_ms"] = statistics.median(windows[r["variant"]]) * 1000
+        r["windows_ms"] = [w * 1000 for w in windows[r["variant"]]]
+    name = torch.cuda.get_device_name() if cuda else "the CPU"
+    command = "python benchmarks/step_ab.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = markdown(args.model, rows, name, command.strip(), torch.__version__)
+    print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"model": args.model, "device": name, "torch": torch.__version__, "rows": rows}, f, indent=1)
+    if not args.no_write:
+        update_results_section(args.results, f"step_ab_{args.model}", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
