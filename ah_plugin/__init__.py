@@ -127,6 +127,7 @@ def install(
     aten_margin: float | None = None,
     confidence: float | None = None,
     tune_non_gemm: bool | None = None,
+    l2_rule: bool | None = None,
 ) -> None:
     """Switch the plugin on for this process.
 
@@ -135,7 +136,8 @@ def install(
     docs/use.md; ``top_k_mass`` also switches adaptive k on). timing: "replay" (CUDA-graph replay, the
     default) or "per_call" (Inductor's own). confidence: the ranking share at which fast mode keeps a
     template alone, or "never" (default: 0.8 on a CPU, never on a GPU). tune_non_gemm: in fast and quality
-    modes, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md).
+    modes, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md). l2_rule: False lets
+    fast mode time templates on memory-bound GEMMs within L2 too (docs/fast_mode.md).
     The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
     wins over the argument. Calling ``install`` again replaces the previous arguments.
     """
@@ -157,6 +159,7 @@ def install(
         aten_margin=aten_margin,
         confidence=confidence,
         tune_non_gemm=tune_non_gemm,
+        l2_rule=l2_rule,
     )
     inductor.install()
     _sync_policies()

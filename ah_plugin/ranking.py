@@ -84,6 +84,7 @@ class UseOptions:
     fast: bool = False  # fast mode: one choice when the ranking is sure, else its top template and aten
     quality: bool = False  # quality mode: the top k (settings.QUALITY_TOP_K) of a space with persistent TMA, and aten
     confidence: float | None = DEFAULT_CONFIDENCE  # fast mode: the share a lone template needs (None: by device)
+    l2_rule: bool = True  # fast mode: aten alone on memory-bound GEMMs within L2 (l2_residency)
     adaptive: bool = False
     mass: float = DEFAULT_MASS  # adaptive: keep the shortest prefix whose probability mass reaches this
     min_choices: int = DEFAULT_MIN_CHOICES  # never keep fewer (when that many exist); 1 may skip benchmarking
@@ -103,7 +104,7 @@ class UseOptions:
         """A stable text of what changes the kept choices (for compile-cache keys)."""
         k = f"adaptive:{self.mass}:{self.top_k}" if self.adaptive else str(self.top_k)
         if self.fast:
-            k = f"fast:{self.confidence}"
+            k = f"fast:{self.confidence}:l2={int(self.l2_rule)}"
         elif self.quality:
             k = f"quality:{self.top_k}"
         return f"k={k};min={self.min_choices};aten={int(self.keep_aten)};on={int(self.enabled)}"
@@ -120,6 +121,7 @@ class UseOptions:
             "fast": current.fast,
             "quality": current.quality,
             "confidence": current.confidence,
+            "l2_rule": current.l2_rule,
             "adaptive": current.adaptive,
             "mass": current.top_k_mass,
             "min_choices": current.min_choices,
@@ -384,7 +386,7 @@ class RankingPolicy:
             )
             return None
         trusted = trusts_templates(artifact, request.metadata)
-        if trusted and self.options.fast and any(is_aten_choice(c) for c in request.candidates) and \
+        if trusted and self.options.fast and self.options.l2_rule and any(is_aten_choice(c) for c in request.candidates) and \
                 l2_residency.replay_misjudges(feats, l2_residency.l2_bytes_for(request.metadata)):
             trusted = False  # memory-bound with its operands in L2: replay's verdict did not hold in a model
             self.stats.l2_aten += 1

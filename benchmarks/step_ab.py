@@ -1,6 +1,6 @@
 """One model compiled several ways in one process, step times interleaved: differences of a percent or two.
 
-    python benchmarks/step_ab.py --model llama_prefill [--variants off,fast,aten_gemm,off_plugin]
+    python benchmarks/step_ab.py --model llama_prefill [--variants off,fast,fast_no_l2,aten_gemm,off_plugin]
         [--windows 30] [--code-dir DIR] [--json OUT.json] [--results FILE.md | --no-write]
 
 Fresh processes differ in step time by about 3% on an H200 (clocks, memory placement), so comparing two
@@ -10,6 +10,8 @@ order rotating each round), so drift hits all alike. Variants (CUDA graphs on a 
 
 - ``off``: max-autotune off (``mode="reduce-overhead"``), plugin off;
 - ``fast``: ``mode="max-autotune"`` with the plugin's fast mode (``ah_plugin.enabled(use=["mm"])``);
+- ``fast_no_l2``: fast mode with ``AH_PLUGIN_L2_RULE=off``: templates are timed against aten on memory-bound
+  GEMMs within L2 too (does their replay-measured win show in the step?);
 - ``aten_gemm``: the Inductor options fast mode leaves (``max_autotune_gemm``, CUDA graphs) with aten as
   the only GEMM backend, plugin off: fast mode's lowering without the plugin;
 - ``off_plugin``: max-autotune off with the plugin switched on (its passes, no autotuning).
@@ -33,7 +35,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "RESULTS.md")
-VARIANTS = ("off", "fast", "aten_gemm", "off_plugin")
+VARIANTS = ("off", "fast", "fast_no_l2", "aten_gemm", "off_plugin")
 STEPS_PER_WINDOW = 10
 _EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
 _KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated kernel (Triton or C++)
@@ -62,9 +64,11 @@ def code_summary(codes: list[str]) -> dict:
 
 
 def variant_scope(ah_plugin, variant: str):
-    """The plugin's state for ``variant``: switched on for fast and off_plugin, else untouched (off)."""
+    """The plugin's state for ``variant``: switched on for the fast variants and off_plugin, else untouched."""
     import contextlib
 
+    if variant == "fast_no_l2":
+        return ah_plugin.enabled(use=["mm"], l2_rule=False)
     return ah_plugin.enabled(use=["mm"]) if variant in ("fast", "off_plugin") else contextlib.nullcontext()
 
 
@@ -79,6 +83,12 @@ def compile_variant(torch, model, variant: str, cuda: bool):
         return torch.compile(model, options={"triton.cudagraphs": cuda, "triton.cudagraph_trees": True})
     if variant == "fast":
         return torch.compile(model, mode="max-autotune" if cuda else "max-autotune-no-cudagraphs")
+    if variant == "fast_no_l2":
+        # fast mode's own options (as the plugin narrows the mode), plus a key at its default value so that
+        # Dynamo does not hand this variant the graph compiled for ``fast``
+        options = dict(torch._inductor.list_mode_options("max-autotune" if cuda else "max-autotune-no-cudagraphs"))
+        options["triton.cudagraph_trees"] = True
+        return torch.compile(model, options=options)
     return torch.compile(model, options={"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN",
                                          "triton.cudagraphs": cuda})
 

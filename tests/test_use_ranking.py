@@ -501,6 +501,31 @@ def test_fast_mode_keeps_aten_alone_where_replay_would_see_a_memory_bound_gemm_i
     assert policy(tmp_path, top_k=2).select(request(m=32, meta=h200))[:2] == [T[0], T[1]]
 
 
+def test_the_l2_rule_can_be_switched_off_by_variable_and_by_install(tmp_path, monkeypatch):
+    """AH_PLUGIN_L2_RULE=off (or install(l2_rule=False)): fast mode times the ranking's template against
+    aten on a memory-bound GEMM within L2 as on any other; the switch is part of the compile-cache key."""
+    write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay")
+    h200 = dict(H100_META, l2_bytes=60 * 2**20)
+    import ah_plugin
+    from ah_plugin import settings
+
+    ruled = settings.describe(settings.current())
+    monkeypatch.setenv("AH_PLUGIN_L2_RULE", "off")
+    unruled = policy(tmp_path)
+    assert unruled.select(request(m=32, meta=h200)) == [T[0], "extern_mm"] and unruled.stats.l2_aten == 0
+    assert settings.describe(settings.current()) != ruled  # FX-graph caches keyed on the settings differ
+    monkeypatch.setenv("AH_PLUGIN_L2_RULE", "maybe")  # a bad value is warned and the default (on) kept
+    with pytest.warns(UserWarning, match="AH_PLUGIN_L2_RULE=.maybe. is not one of"):
+        assert policy(tmp_path).select(request(m=32, meta=h200)) == ["extern_mm"]
+    monkeypatch.delenv("AH_PLUGIN_L2_RULE")
+    try:
+        ah_plugin.install(use="mm", l2_rule=False, artifact_dir=str(tmp_path))
+        assert policy(tmp_path).select(request(m=32, meta=h200)) == [T[0], "extern_mm"]
+    finally:
+        ah_plugin.uninstall()
+    assert policy(tmp_path).select(request(m=32, meta=h200)) == ["extern_mm"]
+
+
 def test_which_gemms_replay_misjudges():
     from ah_plugin.l2_residency import gemm_bytes_and_intensity, l2_bytes_for, replay_misjudges
 
