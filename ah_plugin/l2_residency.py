@@ -1,14 +1,14 @@
-"""Where replay timing of one GEMM has not held in a model: memory-bound GEMMs whose operands fit in L2.
+"""Fast mode's rule for memory-bound GEMMs whose operands fit in L2: aten alone, no template compiled.
 
 CUDA-graph replay (``replay_timing``) calls one GEMM again and again on the same inputs, so operands smaller
 than the GPU's L2 cache stay there and a memory-bound GEMM is timed at L2 rather than HBM bandwidth; in a
-model's step each weight is read once, from HBM. The evidence is indirect (RESULTS.md ``l2_state`` and
-``e2e_models_medians``, docs/fast_mode.md): on an H200 the Llama-style decoder's 64-row GEMMs took 17-30%
-longer under replay when every call read its weight from HBM, so replay times them in another regime than
-the model runs them in; and the templates replay had timed 6-15% faster than cuBLAS on them did not make
-the decoder's step faster in 3 of 4 runs that compared it with max-autotune off, while each costs a
-compile. Fast mode therefore keeps aten alone on such GEMMs instead of compiling a template to time
-against it. Quality mode and the top-k modes still time templates there.
+model's step each weight is read once, from HBM (on an H200 the decoder's 64-row GEMMs took 17-30% longer
+under replay when every call read its weight from HBM: RESULTS.md ``l2_state``). Fast mode therefore keeps
+aten alone on such GEMMs instead of compiling a template to time against it. What that is known to buy is
+compile time (the decoder at decode: 0.89x max-autotune off's compile with the rule, 1.41x without); the
+replay-measured template wins it gives up (up to 1.31x on single GEMMs) are not known to show in a model's
+step either way (docs/fast_mode.md). ``AH_PLUGIN_L2_RULE=off`` switches it off; quality mode and the
+top-k modes never apply it.
 
 Memory-bound: arithmetic intensity (flops per byte of A, B and C) below ``RIDGE_FLOP_PER_BYTE``, an H200's
 bf16 tensor-core peak over its HBM bandwidth (about 206; an H100 SXM's is about 295). The rule covers the

@@ -12,7 +12,8 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
   CUDA-graph replay; the template wins only by the aten margin. Templates are trusted only from an
   artifact trained on replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on
   per-call GPU timings, which favour templates on small GEMMs, gets aten alone, and so does a memory-bound
-  GEMM whose operands fit in the GPU's L2, where replay's verdict did not hold in a model (``l2_residency``).
+  GEMM whose operands fit in the GPU's L2, which replay would time from L2 (``l2_residency``;
+  ``AH_PLUGIN_L2_RULE=off`` times it).
 * **quality mode** (``AH_PLUGIN_TOP_K=quality``): the top ``settings.QUALITY_TOP_K`` (3) of the ranking
   over Inductor's candidates plus its persistent TMA template, and aten, timed by replay with the margin.
 * **top k** (``AH_PLUGIN_TOP_K=<k>``): the top k plus aten, never fewer than ``min_choices`` (2).
@@ -388,7 +389,7 @@ class RankingPolicy:
         trusted = trusts_templates(artifact, request.metadata)
         if trusted and self.options.fast and self.options.l2_rule and any(is_aten_choice(c) for c in request.candidates) and \
                 l2_residency.replay_misjudges(feats, l2_residency.l2_bytes_for(request.metadata)):
-            trusted = False  # memory-bound with its operands in L2: replay's verdict did not hold in a model
+            trusted = False  # memory-bound with its operands in L2: replay would time it from L2 (l2_residency)
             self.stats.l2_aten += 1
             if self.options.verbose:
                 _say(f"ah_plugin: {request.op_name}: memory-bound and within L2, fast mode keeps aten alone")
