@@ -3,10 +3,11 @@
     python benchmarks/step_ab.py --model llama_prefill [--variants off,fast,fast_no_l2,aten_gemm,off_plugin]
         [--windows 30] [--code-dir DIR] [--json OUT.json] [--results FILE.md | --no-write]
 
-Fresh processes differ in step time by about 3% on an H200 (clocks, memory placement), so comparing two
-modes by one process each cannot resolve a 2% gap. Here every variant is compiled in the same process on
-the same weights, and the timed windows alternate between variants (10 back-to-back steps per window, the
-order rotating each round), so drift hits all alike. Variants (CUDA graphs on a GPU, as the modes run):
+Fresh processes of one mode differ in step time by about 3% on an H200, so comparing two modes by one
+process each cannot resolve a 2% gap. Here every variant is compiled in the same process on the same
+weights, and the timed windows alternate between variants (the order rotating each round), so drift hits
+all alike. A window lasts at least 20 ms of the fastest variant's steps, after a second of warm-up steps
+per variant (``torchgen_ah.e2e_models``' timing). Variants (CUDA graphs on a GPU, as the modes run):
 
 - ``off``: max-autotune off (``mode="reduce-overhead"``), plugin off;
 - ``fast``: ``mode="max-autotune"`` with the plugin's fast mode (``ah_plugin.enabled(use=["mm"])``);
@@ -36,7 +37,6 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "RESULTS.md")
 VARIANTS = ("off", "fast", "fast_no_l2", "aten_gemm", "off_plugin")
-STEPS_PER_WINDOW = 10
 _EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
 _KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated kernel (Triton or C++)
 
@@ -105,8 +105,9 @@ def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
     return out, codes
 
 
-def interleaved_windows(step_fns: dict, windows: int, sync) -> dict:
-    """{variant: [seconds per step of each window]}: rounds of one window per variant, order rotating."""
+def interleaved_windows(step_fns: dict, windows: int, sync, per_window: int) -> dict:
+    """{variant: [seconds per step of each window]}: rounds of one window (``per_window`` steps) per
+    variant, order rotating."""
     names = list(step_fns)
     out = {n: [] for n in names}
     for r in range(windows):
@@ -115,18 +116,19 @@ def interleaved_windows(step_fns: dict, windows: int, sync) -> dict:
             fn = step_fns[name]
             sync()
             start = time.perf_counter()
-            for _ in range(STEPS_PER_WINDOW):
+            for _ in range(per_window):
                 fn()
             sync()
-            out[name].append((time.perf_counter() - start) / STEPS_PER_WINDOW)
+            out[name].append((time.perf_counter() - start) / per_window)
     return out
 
 
-def markdown(model: str, rows: list[dict], device: str, command: str, torch_version: str) -> str:
+def markdown(model: str, rows: list[dict], device: str, command: str, torch_version: str, per_window: int) -> str:
     base = next((r for r in rows if r["variant"] == "off"), rows[0])
     lines = [f"### {model}: variants in one process, step windows interleaved", "",
              f"Command: `{command}` on {device} (torch {torch_version}). Step = median over the windows of "
-             f"{STEPS_PER_WINDOW} back-to-back steps; the windows of all variants alternate. Compile s is the "
+             f"{per_window} back-to-back steps, after a second of warm-up steps per variant; the windows of all "
+             "variants alternate. Compile s is the "
              "first call in this shared process (not a fresh-process compile time).", "",
              f"| variant | compile s | step ms | step / {base['variant']} | generated kernels | extern calls |",
              "| --- | ---: | ---: | ---: | ---: | --- |"]
@@ -163,7 +165,7 @@ def main(argv=None) -> int:
     from torch._inductor.graph import GraphLowering
 
     import ah_plugin
-    from torchgen_ah.evaluation.e2e_models import KNOWN_MODELS, build_model
+    from torchgen_ah.evaluation.e2e_models import KNOWN_MODELS, build_model, steps_per_window, warm_up
     from torchgen_ah.evaluation.results_section import update_results_section
 
     if args.model not in KNOWN_MODELS:
@@ -184,7 +186,7 @@ def main(argv=None) -> int:
         if cuda:
             torch.cuda.synchronize()
 
-    rows, steps = [], {}
+    rows, steps, per_step = [], {}, {}
     with torch.no_grad():
         reference = model(*inputs).float()
         for variant in variants:
@@ -202,14 +204,14 @@ def main(argv=None) -> int:
                     with open(os.path.join(args.code_dir, f"{args.model}_{variant}_{i}.code.txt"), "w",
                               encoding="utf-8") as f:
                         f.write(code)
-            for _ in range(5):
-                compiled(*inputs)
             steps[variant] = lambda c=compiled: c(*inputs)
+            per_step[variant] = warm_up(steps[variant], sync)
             rows.append({"variant": variant, "compile_seconds": seconds, "max_rel_err": err,
                          "code": code_summary(codes)})
             print(json.dumps(rows[-1]), flush=True)
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-        windows = interleaved_windows(steps, args.windows, sync)
+        per_window = steps_per_window(min(per_step.values()))
+        windows = interleaved_windows(steps, args.windows, sync, per_window)
         if torch._dynamo.utils.counters["stats"]["unique_graphs"] != graphs:
             print("step_ab: a variant recompiled while its steps were timed (outside its plugin scope); "
                   "the step times are not the variants'", file=sys.stderr)
@@ -219,7 +221,7 @@ def main(argv=None) -> int:
         r["windows_ms"] = [w * 1000 for w in windows[r["variant"]]]
     name = torch.cuda.get_device_name() if cuda else "the CPU"
     command = "python benchmarks/step_ab.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = markdown(args.model, rows, name, command.strip(), torch.__version__)
+    text = markdown(args.model, rows, name, command.strip(), torch.__version__, per_window)
     print(text)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -282,7 +282,10 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     assert rows["fast"]["plugin"] == {"installed": True, "use": ["convolution", "mm"], "top_k": "fast"}
     assert rows["off"]["plugin"]["use"] == []
     assert all(r["compile_seconds"] > 0 and r["step_ms"] > 0 and r["rep"] == 0 for r in rows.values())
+    # the CPU's sub-millisecond steps: a window holds more calls than the floor, to last 20 ms
+    assert all(r["steps_per_window"] > e2e_models.MIN_STEPS_PER_WINDOW for r in rows.values())
     table = (out / "e2e.md").read_text()
+    assert "after 1 s of warm-up steps" in table
     assert "| mlp | off | 1 |" in table and "| mlp | fast | 2 |" in table
     # fast mode's verdict row: compile against off's; no default run, so the step is compared with off's
     assert "| mlp |" in table.split("Fast mode against the bars")[1] and "default not measured" in table
@@ -293,6 +296,17 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     assert e2e_models.autotune_counts(str(out / "mlp" / "missing.log")) is None
     assert e2e_models.main(["--out", str(out), "--models", "bert"]) == 2
     assert e2e_models.main(["--out", str(out), "--models", "mlp", "--modes", "off", "--once", "default"]) == 2
+
+
+def test_step_windows_hold_enough_calls_and_warm_up_runs_for_its_time():
+    from torchgen_ah.evaluation import e2e_models
+
+    assert e2e_models.steps_per_window(0.0005) == 40  # a decode step: 20 ms of them
+    assert e2e_models.steps_per_window(0.006) == e2e_models.MIN_STEPS_PER_WINDOW  # a training step
+    assert e2e_models.steps_per_window(0.0) == e2e_models.MIN_STEPS_PER_WINDOW
+    calls, syncs = [], []
+    per_step = e2e_models.warm_up(lambda: calls.append(1), lambda: syncs.append(1), seconds=0.05)
+    assert len(calls) >= 5 and len(syncs) == len(calls) + 1 and 0 < per_step < 0.05
 
 
 def test_e2e_models_combine_reports_runs_as_one_table_with_medians(tmp_path):
@@ -321,4 +335,5 @@ def test_e2e_models_combine_reports_runs_as_one_table_with_medians(tmp_path):
     assert "| mlp | 2.73 | 0.75 | 0.933 | met |" in table
     assert "step 0.933x min(off, default). Step bar (<= 0.97x): met." in table
     assert "<!-- BEGIN e2e_models -->" in results_md.read_text()
+    assert "10 windows of 10 back-to-back calls after 5 warm-up calls" in table  # rows of the older method
     assert e2e_models.main(["--combine", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")]) == 2

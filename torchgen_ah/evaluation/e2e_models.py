@@ -21,14 +21,16 @@ of ``torchgen_ah.compile_cost.mode_environment``); repetitions are the outer loo
 given (a time budget cuts the last ones), then models. On CUDA the modes run as users run them: max-autotune off is
 ``mode="reduce-overhead"`` (CUDA graphs, no autotuning) and every max-autotune mode is ``mode="max-autotune"``
 (CUDA graphs too). Compile time = the first call's wall time (Dynamo, Inductor, autotuning and the first run).
-Step time = after 5 warm-up calls, the median over 10 windows of 10 back-to-back calls (synchronized at
-each window's ends) of the window's wall time per call (CUDA-graph replays), so host synchronization
-after every call does not count.
+Step time = after at least a second of warm-up steps (the GPU's clocks settle after a compile that left it
+idle or busy autotuning), the median over 20 windows of back-to-back calls (each window at least 20 ms and
+10 calls, synchronized at its ends) of the window's wall time per call (CUDA-graph replays), so host
+synchronization after every call does not count.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import statistics
@@ -61,8 +63,10 @@ STEP_BAR = 1.01
 # the quality-mode bars: step time over models (geomean) at most this multiple of min(off, default), each
 # model compiling in no more than default max-autotune's time
 QUALITY_STEP_BAR = 0.97
-STEP_WINDOWS = 10  # timed windows; the step time is the median window's time per step
-STEPS_PER_WINDOW = 10
+STEP_WINDOWS = 20  # timed windows; the step time is the median window's time per step
+MIN_STEPS_PER_WINDOW = 10
+WINDOW_SECONDS = 0.02  # a window lasts at least this long (a decode step is half a millisecond)
+WARMUP_SECONDS = 1.0  # untimed steps first: the compile left the GPU idle or busy autotuning; clocks settle
 _AUTOTUNE_LINE = re.compile(r"AUTOTUNE benchmarking takes [0-9.]+ seconds and [0-9.]+ seconds precompiling "
                             r"for (\d+) choices")
 
@@ -173,24 +177,43 @@ def worker(spec: dict) -> None:
         sync()
         compile_seconds = time.perf_counter() - start
         tuned = list(benchmarked)
-        for _ in range(5):
-            step()
+        per_window = steps_per_window(warm_up(step, sync))
         steps = []
         for _ in range(STEP_WINDOWS):  # back to back, as a serving or training loop runs them
             sync()
             start = time.perf_counter()
-            for _ in range(STEPS_PER_WINDOW):
+            for _ in range(per_window):
                 step()
             sync()
-            steps.append((time.perf_counter() - start) / STEPS_PER_WINDOW)
+            steps.append((time.perf_counter() - start) / per_window)
     settings = plugin["settings"]
     with open(spec["result_path"], "a", encoding="utf-8") as f:
         f.write(json.dumps({"mode": spec["mode"], "model": spec["model"], "rep": spec.get("rep", 0),
                             "compile_seconds": compile_seconds, "step_ms": statistics.median(steps) * 1000,
-                            "autotunings": len(tuned), "benchmarked": sum(tuned),
+                            "autotunings": len(tuned), "benchmarked": sum(tuned), "steps_per_window": per_window,
                             "plugin": {"installed": plugin["installed"], "use": sorted(settings.use),
                                        "top_k": ("fast" if settings.fast else
                                                  "adaptive" if settings.adaptive else settings.top_k)}}) + "\n")
+
+
+def warm_up(step, sync, seconds: float = WARMUP_SECONDS, min_steps: int = 5) -> float:
+    """Run ``step`` for at least ``seconds`` and ``min_steps`` calls, each synchronized; the mean seconds
+    per step."""
+    sync()
+    start = time.perf_counter()
+    count = 0
+    while count < min_steps or time.perf_counter() - start < seconds:
+        step()
+        sync()
+        count += 1
+    return (time.perf_counter() - start) / count
+
+
+def steps_per_window(step_seconds: float) -> int:
+    """Calls per timed window: enough for ``WINDOW_SECONDS``, at least ``MIN_STEPS_PER_WINDOW``."""
+    if step_seconds <= 0:
+        return MIN_STEPS_PER_WINDOW
+    return max(MIN_STEPS_PER_WINDOW, math.ceil(WINDOW_SECONDS / step_seconds))
 
 
 def autotune_counts(log_path: str) -> tuple[int, int] | None:
@@ -261,13 +284,25 @@ def _verdict_lines(mode: str, verdicts: list[dict]) -> list[str]:
     return lines
 
 
+def step_method(results: list[dict]) -> str:
+    """How the rows' steps were timed: rows without ``steps_per_window`` predate the time-based warm-up."""
+    if results and all("steps_per_window" in r for r in results):
+        return (f"the median of {STEP_WINDOWS} windows of back-to-back calls (each at least "
+                f"{WINDOW_SECONDS * 1000:.0f} ms and {MIN_STEPS_PER_WINDOW} calls) after {WARMUP_SECONDS:.0f} s of "
+                "warm-up steps")
+    if any("steps_per_window" in r for r in results):
+        return ("timed two ways (rows with `steps_per_window`: 20 windows after 1 s of warm-up; the others: 10 "
+                "windows of 10 calls after 5 warm-up calls)")
+    return "the median of 10 windows of 10 back-to-back calls after 5 warm-up calls"
+
+
 def markdown(results: list[dict], command: str, status: dict | None = None, note: str | None = None) -> str:
     table = medians(results)
     modes = [m for m in ALL_MODES if any(mode == m for _, mode in table)]
     lines = [f"Command: `{command}`", "", *([note, ""] if note else []),
-             "Compile = first-call wall seconds (fresh process, fresh caches); step = ms per call, the median of "
-             f"{STEP_WINDOWS} windows of {STEPS_PER_WINDOW} back-to-back calls; medians over the repetitions (reps "
-             "column); benchmarked = choices Inductor timed.", "",
+             "Compile = first-call wall seconds (fresh process, fresh caches); step = ms per call, "
+             f"{step_method(results)}; medians over the repetitions (reps column); benchmarked = choices Inductor "
+             "timed.", "",
              "| model | mode | reps | compile s | step ms | benchmarked |", "| --- | --- | ---: | ---: | ---: | ---: |"]
     for model in dict.fromkeys(m for m, _ in table):
         for mode in modes:
