@@ -5,7 +5,7 @@ than the GPU's L2 cache stay there and a memory-bound GEMM is timed at L2 rather
 model's step each weight is read once, from HBM (on an H200 the decoder's 64-row GEMMs took 17-30% longer
 under replay when every call read its weight from HBM: RESULTS.md ``l2_state``). Fast mode therefore keeps
 aten alone on such GEMMs instead of compiling a template to time against it. What that is known to buy is
-compile time (the decoder at decode: 0.89x max-autotune off's compile with the rule, 1.41x without); the
+compile time (the decoder at decode: about max-autotune off's compile with the rule, 1.41x without); the
 replay-measured template wins it gives up (up to 1.31x on single GEMMs) are not known to show in a model's
 step either way (docs/fast_mode.md). ``AH_PLUGIN_L2_RULE=off`` switches it off; quality mode and the
 top-k modes never apply it.

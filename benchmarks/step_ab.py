@@ -1,6 +1,6 @@
 """One model compiled several ways in one process, step times interleaved: differences of a percent or two.
 
-    python benchmarks/step_ab.py --model llama_prefill [--variants off,fast,fast_no_l2,aten_gemm,off_plugin]
+    python benchmarks/step_ab.py --model llama_prefill [--variants off,fast,fast_no_l2,aten_gemm,off_plugin,off_again]
         [--windows 30] [--code-dir DIR] [--json OUT.json] [--results FILE.md | --no-write]
 
 Fresh processes of one mode differ in step time by about 3% on an H200, so comparing two modes by one
@@ -15,7 +15,10 @@ per variant (``torchgen_ah.e2e_models``' timing). Variants (CUDA graphs on a GPU
   GEMMs within L2 too (does their replay-measured win show in the step?);
 - ``aten_gemm``: the Inductor options fast mode leaves (``max_autotune_gemm``, CUDA graphs) with aten as
   the only GEMM backend, plugin off: fast mode's lowering without the plugin;
-- ``off_plugin``: max-autotune off with the plugin switched on (its passes, no autotuning).
+- ``off_plugin``: max-autotune off with the plugin switched on (its passes, no autotuning);
+- ``off_again``: ``off`` compiled once more, last by default: an A/A control. Where it and ``off`` step
+  apart, the order of compiling (where each CUDA-graph pool lands) moves steps by that much; compare
+  other variants only beyond it, and reorder ``--variants`` to check.
 
 Each variant's generated code goes to ``--code-dir`` (one file per graph) with a count of its generated
 kernels and extern calls, so a step-time gap can be traced to what was generated. Compile seconds are
@@ -36,7 +39,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "RESULTS.md")
-VARIANTS = ("off", "fast", "fast_no_l2", "aten_gemm", "off_plugin")
+VARIANTS = ("off", "fast", "fast_no_l2", "aten_gemm", "off_plugin", "off_again")
 _EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
 _KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated kernel (Triton or C++)
 
@@ -63,6 +66,24 @@ def code_summary(codes: list[str]) -> dict:
     return {"graphs": len(codes), "kernels": kernels, "extern_calls": dict(sorted(externs.items()))}
 
 
+def plugin_state(ah_plugin) -> dict:
+    """What the plugin's settings say now (recorded per variant, and checked against what it needs)."""
+    from ah_plugin import settings
+
+    current = settings.current()
+    return {"installed": bool(ah_plugin.status().get("installed")), "use": sorted(current.use),
+            "l2_rule": current.l2_rule}
+
+
+def expected_use(variant: str) -> tuple[list, bool]:
+    """(USE ops, l2_rule) a variant must compile under."""
+    if variant in ("fast", "off_plugin"):
+        return ["mm"], True
+    if variant == "fast_no_l2":
+        return ["mm"], False
+    return [], True
+
+
 def variant_scope(ah_plugin, variant: str):
     """The plugin's state for ``variant``: switched on for the fast variants and off_plugin, else untouched."""
     import contextlib
@@ -77,6 +98,8 @@ def compile_variant(torch, model, variant: str, cuda: bool):
     options are read when ``torch.compile`` is called, the ranking when the first call lowers)."""
     if variant == "off":
         return torch.compile(model, mode="reduce-overhead" if cuda else None)
+    if variant == "off_again":  # dynamic=False (shapes are static anyway): a backend unequal to off's
+        return torch.compile(model, mode="reduce-overhead" if cuda else None, dynamic=False)
     if variant == "off_plugin":
         # off's options spelled out, with one more key at its default value: Dynamo reuses a compiled graph
         # for a backend that compares equal, and the plugin's passes must run for this variant
@@ -103,6 +126,16 @@ def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
     with mock.patch.object(graph_lowering, "save_output_code", codes.append):
         out = compiled(*inputs)
     return out, codes
+
+
+def recompiled(torch, graphs_before: int, during: str) -> bool:
+    """True (and says so) when Dynamo compiled a graph since ``graphs_before``: a variant called outside
+    its plugin scope would then run code compiled without it."""
+    if torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs_before:
+        return False
+    print(f"step_ab: a variant recompiled during {during} (outside its plugin scope); the step times would "
+          "not be the variants'", file=sys.stderr)
+    return True
 
 
 def interleaved_windows(step_fns: dict, windows: int, sync, per_window: int) -> dict:
@@ -159,7 +192,12 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"step_ab: {exc}", file=sys.stderr)
         return 2
-    os.environ.pop("AH_PLUGIN_DISABLE", None)
+    outside = sorted(k for k in os.environ if (k.startswith("AH_PLUGIN_") and k != "AH_PLUGIN_VERBOSE")
+                     or k.startswith(("TORCHINDUCTOR_AUTOHEURISTIC_", "AH_TUNABLE_")))
+    if outside:
+        print(f"step_ab: unset {', '.join(outside)}: the environment wins over each variant's plugin settings, "
+              "so the variants would not be what they are named", file=sys.stderr)
+        return 2
     import torch
     import torch._inductor.config as inductor_config
     from torch._inductor.graph import GraphLowering
@@ -191,6 +229,11 @@ def main(argv=None) -> int:
         reference = model(*inputs).float()
         for variant in variants:
             with variant_scope(ah_plugin, variant):
+                state = plugin_state(ah_plugin)
+                if (state["use"], state["l2_rule"]) != expected_use(variant):
+                    print(f"step_ab: {variant} would compile with the plugin's use={state['use']}, "
+                          f"l2_rule={state['l2_rule']}; it needs {expected_use(variant)}", file=sys.stderr)
+                    return 1
                 compiled = compile_variant(torch, model, variant, cuda)
                 sync()
                 start = time.perf_counter()
@@ -204,17 +247,18 @@ def main(argv=None) -> int:
                     with open(os.path.join(args.code_dir, f"{args.model}_{variant}_{i}.code.txt"), "w",
                               encoding="utf-8") as f:
                         f.write(code)
+            graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
             steps[variant] = lambda c=compiled: c(*inputs)
             per_step[variant] = warm_up(steps[variant], sync)
+            if recompiled(torch, graphs, f"{variant}'s warm-up"):
+                return 1
             rows.append({"variant": variant, "compile_seconds": seconds, "max_rel_err": err,
-                         "code": code_summary(codes)})
+                         "plugin": state, "code": code_summary(codes)})
             print(json.dumps(rows[-1]), flush=True)
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         per_window = steps_per_window(min(per_step.values()))
         windows = interleaved_windows(steps, args.windows, sync, per_window)
-        if torch._dynamo.utils.counters["stats"]["unique_graphs"] != graphs:
-            print("step_ab: a variant recompiled while its steps were timed (outside its plugin scope); "
-                  "the step times are not the variants'", file=sys.stderr)
+        if recompiled(torch, graphs, "the timed windows"):
             return 1
     for r in rows:
         r["step_ms"] = statistics.median(windows[r["variant"]]) * 1000

@@ -45,5 +45,6 @@ else
   case ",${CHECKS:-tests,kernels,cache}," in *,tests,*) steps+=("tests:${TESTS_S:-330}:python3 -m pytest ${TESTS:-tests/test_fast_gpu.py tests/test_use_gpu.py tests/test_plugin_gpu.py tests/test_tunable_limits.py} -m gpu -q -rA --durations=20 --basetemp=\$OUT/t; rm -rf \$OUT/t") ;; esac
   case ",${CHECKS:-tests,kernels,cache}," in *,kernels,*) steps+=("kernels:140:python3 -m torchgen_ah.compile_cost --shapes $SHAPES --modes off,fast,default,replay_all --max-minutes 2.2 --out \$OUT/cc --results \$OUT/RESULTS.md; rm -rf \$OUT/cc/caches_*") ;; esac
   case ",${CHECKS:-tests,kernels,cache}," in *,cache,*) steps+=("cache:${CACHE_S:-170}:python3 -m torchgen_ah.compile_cost torchgen_ah/data/cache_shapes.csv --shapes ${CACHE_SHAPES:-2} --modes cache --max-minutes $(python3 -c "print(round((${CACHE_S:-170} - 15) / 60, 2))") --out \$OUT/cache; rm -rf \$OUT/cache/caches_*") ;; esac
+  [ "${#steps[@]}" -gt 0 ] || { echo "fast_mode.sh: CHECKS=$CHECKS names none of tests, kernels, cache" >&2; exit 2; }
   bash gpu_jobs/run_batch.sh "${steps[@]}"
 fi

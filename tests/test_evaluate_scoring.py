@@ -2,6 +2,7 @@
 
 import math
 import os
+import time
 
 import pytest
 
@@ -203,6 +204,10 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     assert mode == "max-autotune-no-cudagraphs"
     env, mode = mode_environment("off", str(tmp_path), base_env={})
     assert mode is None and env["AH_PLUGIN_DISABLE"] == "1"
+    # the caller's plugin variables never change what a mode is (fast mode is the shipped fast mode)
+    fast = mode_environment("fast", str(tmp_path), base_env={"AH_PLUGIN_L2_RULE": "off", "AH_PLUGIN_CONFIDENCE": "0.5",
+                                                              "AH_PLUGIN_VERBOSE": "1"})[0]
+    assert "AH_PLUGIN_L2_RULE" not in fast and "AH_PLUGIN_CONFIDENCE" not in fast and fast["AH_PLUGIN_VERBOSE"] == "1"
     assert mode_environment("ours_k1", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "1"
     alone = mode_environment("ours_top1", str(tmp_path), base_env={"AH_PLUGIN_KEEP_ATEN": "1"})[0]
     assert (alone["AH_PLUGIN_TOP_K"], alone["AH_PLUGIN_KEEP_ATEN"], alone["AH_PLUGIN_MIN_CHOICES"]) == ("1", "0", "1")
@@ -282,8 +287,7 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     assert rows["fast"]["plugin"] == {"installed": True, "use": ["convolution", "mm"], "top_k": "fast"}
     assert rows["off"]["plugin"]["use"] == []
     assert all(r["compile_seconds"] > 0 and r["step_ms"] > 0 and r["rep"] == 0 for r in rows.values())
-    # the CPU's sub-millisecond steps: a window holds more calls than the floor, to last 20 ms
-    assert all(r["steps_per_window"] > e2e_models.MIN_STEPS_PER_WINDOW for r in rows.values())
+    assert all(r["steps_per_window"] >= e2e_models.MIN_STEPS_PER_WINDOW for r in rows.values())
     table = (out / "e2e.md").read_text()
     assert "after 1 s of warm-up steps" in table
     assert "| mlp | off | 1 |" in table and "| mlp | fast | 2 |" in table
@@ -305,8 +309,14 @@ def test_step_windows_hold_enough_calls_and_warm_up_runs_for_its_time():
     assert e2e_models.steps_per_window(0.006) == e2e_models.MIN_STEPS_PER_WINDOW  # a training step
     assert e2e_models.steps_per_window(0.0) == e2e_models.MIN_STEPS_PER_WINDOW
     calls, syncs = [], []
-    per_step = e2e_models.warm_up(lambda: calls.append(1), lambda: syncs.append(1), seconds=0.05)
-    assert len(calls) >= 5 and len(syncs) == len(calls) + 1 and 0 < per_step < 0.05
+
+    def step():  # a quick step with an occasional host stall, as a CPU under load has
+        calls.append(1)
+        time.sleep(0.02 if len(calls) % 4 == 0 else 0.0005)
+
+    per_step = e2e_models.warm_up(step, lambda: syncs.append(1), seconds=0.2)
+    assert len(calls) >= 5 and len(syncs) == len(calls) + 1
+    assert 0.0005 <= per_step < 0.005  # the typical step, not the mean the stalls inflate (about 5.4 ms)
 
 
 def test_e2e_models_combine_reports_runs_as_one_table_with_medians(tmp_path):

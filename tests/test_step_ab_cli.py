@@ -22,15 +22,27 @@ def test_every_variant_compiles_its_own_graph_and_is_timed(tmp_path):
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]
-    assert [r["variant"] for r in rows] == ["off", "fast", "fast_no_l2", "aten_gemm", "off_plugin"]
+    assert [r["variant"] for r in rows] == ["off", "fast", "fast_no_l2", "aten_gemm", "off_plugin", "off_again"]
+    plugin = {r["variant"]: (r["plugin"]["use"], r["plugin"]["l2_rule"]) for r in rows}
+    assert plugin == {"off": ([], True), "fast": (["mm"], True), "fast_no_l2": (["mm"], False),
+                      "aten_gemm": ([], True), "off_plugin": (["mm"], True), "off_again": ([], True)}
     for r in rows:
         assert r["code"]["graphs"] == 1, r  # its own compile: Dynamo did not hand it another variant's graph
         # the three linear layers, each one aten call (addmm, or bias_addmm under max-autotune on torch 2.11)
         assert sum(n for name, n in r["code"]["extern_calls"].items() if name.endswith("addmm")) == 3, r
         assert r["max_rel_err"] < 1e-4 and r["step_ms"] > 0 and len(r["windows_ms"]) == 2, r
-    assert len(list(code.iterdir())) == 5
+    assert len(list(code.iterdir())) == 6
     text = results.read_text()
     assert "step_ab_mlp" in text and "| off_plugin |" in text
+
+
+def test_plugin_variables_from_outside_are_refused_by_name(tmp_path):
+    """A set AH_PLUGIN_L2_RULE would override the variants' own settings: refused, nothing measured."""
+    env = dict(os.environ, AH_PLUGIN_L2_RULE="off", PYTHONPATH=REPO)
+    out = tmp_path / "ab.json"
+    proc = subprocess.run([sys.executable, SCRIPT, "--model", "mlp", "--device", "cpu", "--json", str(out),
+                           "--no-write"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "unset AH_PLUGIN_L2_RULE" in proc.stderr and not out.exists()
 
 
 def test_bad_variants_and_windows_are_refused_by_name():

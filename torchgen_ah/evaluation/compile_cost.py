@@ -65,15 +65,19 @@ REPLAY_REPS = 2
 # ranked with the mm artifact) and on convolution (a ViT's patch embedding; fast mode keeps aten where no
 # artifact ranks an op); torch's built-in AutoHeuristic acts on mm only.
 OURS_USE = "mm,convolution"
-_PLUGIN_VARS = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE",
-                "AH_PLUGIN_TOP_K", "AH_PLUGIN_DISABLE", "AH_PLUGIN_KEEP_ATEN", "AH_PLUGIN_MIN_CHOICES",
-                "AH_PLUGIN_NON_GEMM")
+_PLUGIN_VARS = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE")
+_KEPT_PLUGIN_VARS = ("AH_PLUGIN_VERBOSE",)  # says more, changes nothing a mode measures
+
+
+def _caller_plugin_var(name: str) -> bool:
+    """A variable of the caller's that would change what a mode measures (each mode sets its own)."""
+    return name in _PLUGIN_VARS or (name.startswith("AH_PLUGIN_") and name not in _KEPT_PLUGIN_VARS)
 
 
 def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str | None]:
     """(environment, torch.compile mode) for one mode, with fresh cache folders under ``work_dir``."""
     env = {k: v for k, v in (os.environ if base_env is None else base_env).items()
-           if k not in _PLUGIN_VARS and not k.startswith("AH_TUNABLE_")}
+           if not _caller_plugin_var(k) and not k.startswith("AH_TUNABLE_")}
     caches = os.path.join(work_dir, f"caches_{mode}")
     shutil.rmtree(caches, ignore_errors=True)
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")

@@ -197,16 +197,17 @@ def worker(spec: dict) -> None:
 
 
 def warm_up(step, sync, seconds: float = WARMUP_SECONDS, min_steps: int = 5) -> float:
-    """Run ``step`` for at least ``seconds`` and ``min_steps`` calls, each synchronized; the mean seconds
-    per step."""
+    """Run ``step`` for at least ``seconds`` and ``min_steps`` calls, each synchronized; the median seconds
+    of one step (a mean would let a few host stalls shrink the windows sized from it)."""
     sync()
     start = time.perf_counter()
-    count = 0
-    while count < min_steps or time.perf_counter() - start < seconds:
+    times = []
+    while len(times) < min_steps or time.perf_counter() - start < seconds:
+        begin = time.perf_counter()
         step()
         sync()
-        count += 1
-    return (time.perf_counter() - start) / count
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times)
 
 
 def steps_per_window(step_seconds: float) -> int:
