@@ -292,8 +292,8 @@ def step_method(results: list[dict]) -> str:
                 f"{WINDOW_SECONDS * 1000:.0f} ms and {MIN_STEPS_PER_WINDOW} calls) after {WARMUP_SECONDS:.0f} s of "
                 "warm-up steps")
     if any("steps_per_window" in r for r in results):
-        return ("timed two ways (rows with `steps_per_window`: 20 windows after 1 s of warm-up; the others: 10 "
-                "windows of 10 calls after 5 warm-up calls)")
+        return (f"timed two ways (rows with `steps_per_window`: {STEP_WINDOWS} windows after {WARMUP_SECONDS:.0f} s "
+                "of warm-up; the others: 10 windows of 10 calls after 5 warm-up calls)")
     return "the median of 10 windows of 10 back-to-back calls after 5 warm-up calls"
 
 
