@@ -149,3 +149,20 @@ def test_the_generators_default_device_is_what_the_machine_has():
     gpu = any(n.startswith("nvidia") and n[6:].isdigit() for n in os.listdir("/dev"))
     assert distributed.default_device({}) == ("cuda" if gpu else "cpu")
     assert distributed.default_device({"CUDA_VISIBLE_DEVICES": ""}) == "cpu"
+
+
+def test_a_zip_is_named_at_line_1_whatever_its_header_bytes(tmp_path):
+    """A zip's header holds its members' DOS timestamps; at some times of day one of those bytes is a
+    newline. The error still names line 1: the file is a zip from its first bytes."""
+    from torchgen_ah.data.text_input import read_text
+
+    archive = tmp_path / "h100_mm.zip"
+    with zipfile.ZipFile(archive, "w") as z:  # 20:00:20 puts a newline byte into the local header
+        z.writestr(zipfile.ZipInfo("h100/h100_mm.txt", date_time=(2026, 12, 1, 20, 0, 20)), "not much\n")
+    assert b"\n" in archive.read_bytes()[:16]
+    with pytest.raises(ValueError, match=r"h100_mm\.zip:1: a zip archive, not a shapes file$"):
+        read_text(archive)
+    binary = tmp_path / "shapes.bin"
+    binary.write_bytes(b"m,k,n\n\xff\xfe\n")
+    with pytest.raises(ValueError, match=r"shapes\.bin:2: not UTF-8 text \(a binary file\?\), not a shapes file$"):
+        read_text(binary)
