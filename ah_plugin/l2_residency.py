@@ -1,18 +1,25 @@
-"""Fast mode's rule for memory-bound GEMMs whose operands fit in L2: aten alone, no template compiled.
+"""Fast mode's rule for large memory-bound GEMMs whose operands fit in L2: aten alone, no template compiled.
 
 CUDA-graph replay (``replay_timing``) calls one GEMM again and again on the same inputs, so operands smaller
 than the GPU's L2 cache stay there and a memory-bound GEMM is timed at L2 rather than HBM bandwidth; in a
 model's step each weight is read once, from HBM (on an H200 the decoder's 64-row GEMMs took 17-30% longer
 under replay when every call read its weight from HBM: RESULTS.md ``l2_state``). Fast mode therefore keeps
-aten alone on such GEMMs instead of compiling a template to time against it. What that is known to buy is
-compile time (the decoder at decode: about max-autotune off's compile with the rule, 1.41x without); the
-replay-measured template wins it gives up (up to 1.31x on single GEMMs) are not known to show in a model's
-step either way (docs/fast_mode.md). ``AH_PLUGIN_L2_RULE=off`` switches it off; quality mode and the
-top-k modes never apply it.
+aten alone on such GEMMs instead of compiling a template to time against it. What that buys is compile
+time (the decoder at decode: about max-autotune off's compile with the rule, 1.4x without); in one process
+the decoder stepped the same with and without it, within the spread of identical code (RESULTS.md
+``step_ab_llama_decode``). ``AH_PLUGIN_L2_RULE=off`` switches it off; quality mode and the top-k modes never
+apply it.
 
 Memory-bound: arithmetic intensity (flops per byte of A, B and C) below ``RIDGE_FLOP_PER_BYTE``, an H200's
 bf16 tensor-core peak over its HBM bandwidth (about 206; an H100 SXM's is about 295). The rule covers the
 16-bit dtypes it was measured on; fp32 and 8-bit GEMMs have other ridges and are left to replay.
+
+Large: operands of at least ``MIN_RULED_BYTES``. Below that, reading them from HBM instead of L2 adds about a
+microsecond (an 8.4 MB weight: 1.0 us on aten, 1.0 us on a template, RESULTS.md ``l2_state``), and the
+template-to-aten ratio moved by 1% cold; the template wins replay measures on such GEMMs are latency wins
+of 2-3 us (13x1000x4099: 9.5 against 11.9 us; 128x768x2: 4.3 against 6.7 us, RESULTS.md
+``compile_cost_fast_eval``) that residency cannot erase, so replay decides there. The rule keeps the
+decoder's 23 MB projection weights, whose templates cost it 1.4x off's compile.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import functools
 
 RIDGE_FLOP_PER_BYTE = 200.0
+MIN_RULED_BYTES = 16 * 2**20
 _RULED_DTYPES = ("torch.bfloat16", "torch.float16")  # 2 bytes per element
 
 
@@ -40,15 +48,15 @@ def gemm_bytes_and_intensity(features: dict) -> tuple[int, float] | None:
 
 
 def replay_misjudges(features: dict, l2_bytes: int | None) -> bool:
-    """Whether replay timing would see this GEMM's operands in L2 while being memory-bound (see above);
-    False when the L2 size or a size is unknown."""
+    """Whether replay timing would see this GEMM's operands in L2 while being memory-bound and large enough
+    for that to matter (see above); False when the L2 size or a size is unknown."""
     if not l2_bytes:
         return False
     sized = gemm_bytes_and_intensity(features)
     if sized is None:
         return False
     total, intensity = sized
-    return total <= l2_bytes and intensity < RIDGE_FLOP_PER_BYTE
+    return MIN_RULED_BYTES <= total <= l2_bytes and intensity < RIDGE_FLOP_PER_BYTE
 
 
 @functools.lru_cache(maxsize=None)

@@ -56,8 +56,8 @@ from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
 from ah_plugin.verbose_output import say
 
-# bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule)
-RULES_VERSION = 2
+# bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor)
+RULES_VERSION = 3
 
 log = logging.getLogger(__name__)
 

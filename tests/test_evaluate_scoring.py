@@ -347,3 +347,19 @@ def test_e2e_models_combine_reports_runs_as_one_table_with_medians(tmp_path):
     assert "<!-- BEGIN e2e_models -->" in results_md.read_text()
     assert "10 windows of 10 back-to-back calls after 5 warm-up calls" in table  # rows of the older method
     assert e2e_models.main(["--combine", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_a_model_without_default_is_missed_when_off_alone_already_misses():
+    """Without default max-autotune the step ratio is to off alone, a lower bound of the one to
+    min(off, default): 1.05x off is a miss whatever default would have done; 1.00x is not judged."""
+    from torchgen_ah.evaluation import e2e_models
+
+    table = {("slow", "off"): {"compile_seconds": 10.0, "step_ms": 1.0, "benchmarked": 0, "reps": 3},
+             ("slow", "fast"): {"compile_seconds": 11.0, "step_ms": 1.05, "benchmarked": 0, "reps": 3},
+             ("even", "off"): {"compile_seconds": 10.0, "step_ms": 1.0, "benchmarked": 0, "reps": 3},
+             ("even", "fast"): {"compile_seconds": 11.0, "step_ms": 1.0, "benchmarked": 0, "reps": 3}}
+    slow, even = e2e_models.mode_verdicts(table)
+    assert (slow["met"], slow["missed"], even["met"], even["missed"]) == (False, True, False, False)
+    text = "\n".join(e2e_models._verdict_lines("fast", [slow, even]))
+    assert "| slow | 1.10 | - | 1.050 | missed (against off alone) |" in text
+    assert "| even | 1.10 | - | 1.000 | not judged (default not measured: step vs off only) |" in text
