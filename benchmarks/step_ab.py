@@ -20,8 +20,9 @@ per variant (``torchgen_ah.e2e_models``' timing). Variants (CUDA graphs on a GPU
   apart, the order of compiling (where each CUDA-graph pool lands) moves steps by that much; compare
   other variants only beyond it, and reorder ``--variants`` to check.
 
-Each variant's generated code goes to ``--code-dir`` (one file per graph) with a count of its generated
-kernels and extern calls, so a step-time gap can be traced to what was generated. Compile seconds are
+Each variant's generated code goes to ``--code-dir`` (one file per graph); the table counts its generated
+kernels and extern calls and shows a hash of the code without comments (variants with one hash ran the
+same kernels), so a step-time gap can be traced to what was generated. Compile seconds are
 printed but are not whole-compile times: the variants share one process, imports and warm caches.
 FX-graph and autotune caches are off so that every variant lowers for real. Prints a markdown table and
 writes the ``step_ab`` section of benchmarks/RESULTS.md.
@@ -32,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import time
@@ -40,8 +40,6 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "RESULTS.md")
 VARIANTS = ("off", "fast", "fast_no_l2", "aten_gemm", "off_plugin", "off_again")
-_EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
-_KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated kernel (Triton or C++)
 
 
 def parse_variants(text: str) -> list[str]:
@@ -53,17 +51,6 @@ def parse_variants(text: str) -> list[str]:
     if not names:
         raise ValueError("no variant given")
     return names
-
-
-def code_summary(codes: list[str]) -> dict:
-    """Generated kernels defined and extern calls made (by name) over one variant's generated modules."""
-    externs: dict[str, int] = {}
-    kernels = 0
-    for code in codes:
-        kernels += len(_KERNEL_DEF.findall(code))
-        for name in _EXTERN.findall(code):
-            externs[name] = externs.get(name, 0) + 1
-    return {"graphs": len(codes), "kernels": kernels, "extern_calls": dict(sorted(externs.items()))}
 
 
 def plugin_state(ah_plugin) -> dict:
@@ -116,18 +103,6 @@ def compile_variant(torch, model, variant: str, cuda: bool):
                                          "triton.cudagraphs": cuda})
 
 
-def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
-    """(output, generated modules) of ``compiled``'s first call. Inductor hands each module's source to
-    ``GraphLowering.save_output_code`` when set; its own helper for this resets Dynamo, which would drop the
-    variants compiled before."""
-    from unittest import mock
-
-    codes: list[str] = []
-    with mock.patch.object(graph_lowering, "save_output_code", codes.append):
-        out = compiled(*inputs)
-    return out, codes
-
-
 def recompiled(torch, graphs_before: int, during: str) -> bool:
     """True (and says so) when Dynamo compiled a graph since ``graphs_before``: a variant called outside
     its plugin scope would then run code compiled without it."""
@@ -163,12 +138,15 @@ def markdown(model: str, rows: list[dict], device: str, command: str, torch_vers
              f"{per_window} back-to-back steps, after a second of warm-up steps per variant; the windows of all "
              "variants alternate. Compile s is the "
              "first call in this shared process (not a fresh-process compile time).", "",
-             f"| variant | compile s | step ms | step / {base['variant']} | generated kernels | extern calls |",
-             "| --- | ---: | ---: | ---: | ---: | --- |"]
+             f"| variant | compile s | step ms | step / {base['variant']} | generated kernels | extern calls | code |",
+             "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in rows:
         ext = ", ".join(f"{k} {v}" for k, v in r["code"]["extern_calls"].items()) or "-"
         lines.append(f"| {r['variant']} | {r['compile_seconds']:.1f} | {r['step_ms']:.4f} | "
-                     f"{r['step_ms'] / base['step_ms']:.4f} | {r['code']['kernels']} | {ext} |")
+                     f"{r['step_ms'] / base['step_ms']:.4f} | {r['code']['kernels']} | {ext} | "
+                     f"{(r['code'].get('fingerprint') or '-')[:8]} |")
+    lines += ["", "Code: a hash of the generated code without its comments; variants with the same hash ran the "
+                  "same kernels."]
     return "\n".join(lines)
 
 
@@ -204,6 +182,7 @@ def main(argv=None) -> int:
 
     import ah_plugin
     from torchgen_ah.evaluation.e2e_models import KNOWN_MODELS, build_model, steps_per_window, warm_up
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary, first_call_with_code
     from torchgen_ah.evaluation.results_section import update_results_section
 
     if args.model not in KNOWN_MODELS:
@@ -253,7 +232,7 @@ def main(argv=None) -> int:
             if recompiled(torch, graphs, f"{variant}'s warm-up"):
                 return 1
             rows.append({"variant": variant, "compile_seconds": seconds, "max_rel_err": err,
-                         "plugin": state, "code": code_summary(codes)})
+                         "plugin": state, "code": {**code_summary(codes), "fingerprint": code_fingerprint(codes)}})
             print(json.dumps(rows[-1]), flush=True)
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         per_window = steps_per_window(min(per_step.values()))

@@ -64,3 +64,26 @@ def test_combine_reports_several_runs_and_names_a_missing_file(tmp_path, capsys)
     assert (out / "compile_cost.csv").read_text().splitlines()[0] == "mode,op,shape,proc,rep,seconds,replay_ms"
     assert compile_cost.main(["--combine", str(tmp_path / "none.jsonl"), "--out", str(out)]) == 2
     assert "none.jsonl: no such results file" in capsys.readouterr().err
+
+
+def test_the_cache_check_says_whether_the_hit_run_generated_the_record_runs_code():
+    """A replay gap between record and hit runs is the kernels only when the generated code differs: the
+    table says which, and the 2% bar is judged on replay times where there are any."""
+    def line(mode, shape, ms, code, timings=()):
+        return dict(_line(mode, shape, ms), code=code, timings=list(timings))
+
+    results = [line("cache_record", "a", 0.0469, "c1", [{"x": 1.0, "y": 2.0}]), line("cache", "a", 0.0503, "c1"),
+               line("cache_record", "b", 0.0867, "c2"), line("cache", "b", 0.0863, "c3")]
+    rows = kernel_times.cache_rows(results)
+    assert [(r["same_code"], r["hit_benchmarked"]) for r in rows] == [(True, 0), (False, 0)]
+    lines = kernel_times.cache_lines(rows)
+    _well_formed(lines)
+    text = "\n".join(lines)
+    assert "| a | 46.9 | 50.3 | 1.072 | 0 | yes |" in text and "| b | 86.7 | 86.3 | 0.995 | 0 | no |" in text
+    assert "nothing benchmarked; the same generated code on 1 of 2; kernels within 7.2%" in text and "missed" in text
+    # off a GPU: no replay, the code comparison alone, the timing bar not judged
+    cpu = kernel_times.cache_rows([line("cache_record", "a", None, "c1"), line("cache", "a", None, "c1")])
+    text = "\n".join(kernel_times.cache_lines(cpu))
+    assert "| a | - | - | - | 0 | yes |" in text and "not judged against the 2% bar" in text
+    # a line without a fingerprint (older results files): nothing compared
+    assert kernel_times.cache_rows([line("cache_record", "a", 0.01, None), line("cache", "a", 0.01, "c")])[0]["same_code"] is None

@@ -129,12 +129,16 @@ def _warm_up(torch, device: str) -> None:
 def worker(spec: dict) -> None:
     """Inside the mode's process: compile each shape once (``replay_all``: ``REPLAY_REPS`` times), append one
     JSON line per shape: first-call seconds, on a GPU the compiled function's time by CUDA-graph replay,
-    and every candidate's time as the autotuner measured it (per autotuning)."""
+    every candidate's time as the autotuner measured it (per autotuning), and the generated code's
+    fingerprint (``generated_code``: the same kernels in two processes give the same one)."""
     import torch  # lazy: only the mode's own process imports torch; the parent's modules stay cheap
 
     import ah_plugin
     from ah_plugin.inductor import compile_tools  # this process only: the parent stays free of Inductor
+    from torch._inductor.graph import GraphLowering
+
     from ah_plugin.replay_timing import ReplayTimingError, replay_time_ms
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, first_call_with_code
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
@@ -154,7 +158,7 @@ def worker(spec: dict) -> None:
             torch.cuda.synchronize()
         start = time.perf_counter()
         with torch.no_grad():
-            compiled(*args)
+            _, codes = first_call_with_code(GraphLowering, compiled, args)
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
@@ -164,7 +168,7 @@ def worker(spec: dict) -> None:
                     replay_ms = replay_time_ms(lambda: compiled(*args))
                 except ReplayTimingError as exc:
                     print(f"no replay time for {shape_label(row)}: {exc}", flush=True)
-        return {"seconds": seconds, "replay_ms": replay_ms}
+        return {"seconds": seconds, "replay_ms": replay_ms, "code": code_fingerprint(codes)}
 
     reps = REPLAY_REPS if spec["mode"] == "replay_all" else 1
     for row in spec["shapes"]:

@@ -64,18 +64,51 @@ def _replay(by_mode: dict, mode: str, shape: str) -> float | None:
 
 
 def cache_rows(results: list[dict]) -> list[dict]:
-    """Per shape timed in both the results cache's record run and its hit run: {"shape", "record", "hit" (replay
-    ms), "ratio", "hit_benchmarked": candidates the hit run timed (0 when answered from the file)}."""
+    """Per shape compiled in both the results cache's record run and its hit run: {"shape", "record", "hit"
+    (replay ms, None off a GPU), "ratio" (None without both), "hit_benchmarked": candidates the hit run
+    timed (0 when answered from the file), "same_code": whether both generated the same code (None when a
+    line has no fingerprint)}."""
     by_mode = _by_mode(results)
     record, hit = by_mode.get("cache_record", {}), by_mode.get("cache", {})
     rows = []
     for shape, lines in hit.items():
-        if shape not in record or lines[0].get("replay_ms") is None or record[shape][0].get("replay_ms") is None:
+        if shape not in record:
             continue
-        timed = sum(len(tm) for tm in lines[0].get("timings", []) if len(tm) > 1)
-        rows.append({"shape": shape, "record": record[shape][0]["replay_ms"], "hit": lines[0]["replay_ms"],
-                     "ratio": lines[0]["replay_ms"] / record[shape][0]["replay_ms"], "hit_benchmarked": timed})
+        first, recorded = lines[0], record[shape][0]
+        timed = sum(len(tm) for tm in first.get("timings", []) if len(tm) > 1)
+        both = first.get("replay_ms") is not None and recorded.get("replay_ms") is not None
+        codes = first.get("code"), recorded.get("code")
+        rows.append({"shape": shape, "record": recorded.get("replay_ms"), "hit": first.get("replay_ms"),
+                     "ratio": first["replay_ms"] / recorded["replay_ms"] if both else None,
+                     "hit_benchmarked": timed, "same_code": codes[0] == codes[1] if all(codes) else None})
     return rows
+
+
+def cache_lines(cached: list[dict]) -> list[str]:
+    """The record/hit table and its verdict: nothing benchmarked in the hit run, the same kernels (replay
+    within 2%); the code comparison says whether a replay gap is the kernels or the processes."""
+    def us(ms):
+        return "-" if ms is None else f"{1e3 * ms:.1f}"
+
+    lines = ["", "Results cache: a record run, then a hit run in a fresh process (replay us):", "",
+             "| shape | record | hit | hit / record | benchmarked in the hit run | same generated code |",
+             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in cached:
+        same = {True: "yes", False: "no", None: "-"}[r["same_code"]]
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.3f}"
+        lines.append(f"| {r['shape']} | {us(r['record'])} | {us(r['hit'])} | {ratio} | {r['hit_benchmarked']} | {same} |")
+    none_timed = all(r["hit_benchmarked"] == 0 for r in cached)
+    compared = [r for r in cached if r["same_code"] is not None]
+    code = (f"; the same generated code on {sum(r['same_code'] for r in compared)} of {len(compared)}"
+            if compared else "")
+    ratios = [r["ratio"] for r in cached if r["ratio"] is not None]
+    if ratios:
+        worst = max(abs(x - 1.0) for x in ratios)
+        timing = (f"; kernels within {100 * worst:.1f}% of the record run's (bar: 0 benchmarked, within 2%: "
+                  f"{'met' if none_timed and worst <= 0.02 and len(ratios) == len(cached) else 'missed'})")
+    else:
+        timing = " (no replay times: not judged against the 2% bar)"
+    return lines + ["", f"Hit run: {'nothing' if none_timed else 'something'} benchmarked{code}{timing}."]
 
 
 def _pick(timings: list[dict]) -> tuple[str | None, dict]:
@@ -166,16 +199,7 @@ def markdown(results: list[dict]) -> str:
     lines = kernel_table(rows, _process_count(results)) if rows else []
     cached = cache_rows(results)
     if cached:
-        lines += ["", "Results cache: a record run, then a hit run in a fresh process (replay us):", "",
-                  "| shape | record | hit | hit / record | benchmarked in the hit run |", "| --- | ---: | ---: | ---: | ---: |"]
-        for r in cached:
-            lines.append(f"| {r['shape']} | {1e3 * r['record']:.1f} | {1e3 * r['hit']:.1f} | {r['ratio']:.3f} | "
-                         f"{r['hit_benchmarked']} |")
-        worst = max(abs(r["ratio"] - 1.0) for r in cached)
-        none_timed = all(r["hit_benchmarked"] == 0 for r in cached)
-        lines += ["", f"Hit run: {'nothing' if none_timed else 'something'} benchmarked; kernels within "
-                      f"{100 * worst:.1f}% of the record run's (bar: 0 benchmarked, within 2%: "
-                      f"{'met' if none_timed and worst <= 0.02 else 'missed'})."]
+        lines += cache_lines(cached)
     agreement = method_agreement(results)
     if agreement:
         n = agreement["shapes"]

@@ -1,0 +1,60 @@
+"""The code Inductor generates for a compiled call: captured on the first call, summarized, fingerprinted.
+
+Two processes that pick the same kernels generate the same module up to comments (source-node maps, the
+cache path of each kernel, the graph's id): the fingerprint hashes what is left, so a results-cache hit run
+can be checked for running exactly the record run's kernels without timing them, and a step-time gap can
+be traced to what was generated (``benchmarks/step_ab.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
+_KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated kernel (Triton or C++)
+_COMMENT = re.compile(r"^\s*#.*$", re.M)
+_TRAILING_COMMENT = re.compile(r"[ \t]+#[ \t].*$", re.M)  # "x = None  # device(...) 0x7f...": addresses
+_BLANK_RUNS = re.compile(r"\n\s*\n+")
+
+
+def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
+    """(output, generated modules) of ``compiled``'s first call. Inductor hands each module's source to
+    ``GraphLowering.save_output_code`` when set; its own helper for this resets Dynamo, which would drop
+    whatever was compiled before in the process."""
+    from unittest import mock
+
+    codes: list[str] = []
+    with mock.patch.object(graph_lowering, "save_output_code", codes.append):
+        out = compiled(*inputs)
+    return out, codes
+
+
+def code_summary(codes: list[str]) -> dict:
+    """Generated kernels defined and extern calls made (by name) over a call's generated modules."""
+    externs: dict[str, int] = {}
+    kernels = 0
+    for code in codes:
+        kernels += len(_KERNEL_DEF.findall(code))
+        for name in _EXTERN.findall(code):
+            externs[name] = externs.get(name, 0) + 1
+    return {"graphs": len(codes), "kernels": kernels, "extern_calls": dict(sorted(externs.items()))}
+
+
+def normalized(code: str) -> str:
+    """``code`` without comments and blank runs: what differs between two processes that generated the
+    same kernels (cache paths, source-node maps, the graph's id, tensor addresses) lives in comments."""
+    code = _TRAILING_COMMENT.sub("", _COMMENT.sub("", code))
+    return _BLANK_RUNS.sub("\n", code).strip()
+
+
+def code_fingerprint(codes: list[str]) -> str | None:
+    """A short hash of a call's generated modules, normalized; None when nothing was generated (a
+    compile served from a cache hands no source over)."""
+    if not codes:
+        return None
+    digest = hashlib.sha256()
+    for code in codes:
+        digest.update(normalized(code).encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
