@@ -1,7 +1,7 @@
 """One model compiled several ways in one process, step times interleaved: differences of a percent or two.
 
     python benchmarks/step_ab.py --model llama_prefill [--variants off,fast,fast_no_l2,aten_gemm,off_plugin,off_again]
-        [--windows 30] [--code-dir DIR] [--json OUT.json] [--results FILE.md | --no-write]
+        [--windows 30] [--copies 1] [--code-dir DIR] [--json OUT.json] [--results FILE.md | --no-write]
 
 Fresh processes of one mode differ in step time by about 3% on an H200, so comparing two modes by one
 process each cannot resolve a 2% gap. Here every variant is compiled in the same process on the same
@@ -19,6 +19,11 @@ per variant (``torchgen_ah.e2e_models``' timing). Variants (CUDA graphs on a GPU
 - ``off_again``: ``off`` compiled once more, last by default: an A/A control. Where it and ``off`` step
   apart, the order of compiling (where each CUDA-graph pool lands) moves steps by that much; compare
   other variants only beyond it, and reorder ``--variants`` to check.
+
+On an H200 two compiled copies of identical code stepped 1-2% apart (up to 5%), consistently within a
+process and either way between processes. ``--copies N`` compiles every variant N times (``fast#2``, ...,
+in rounds: all variants, then all again) and adds a table of each variant's median over its copies and
+their range, which averages that spread out instead of reading it as a difference between variants.
 
 Each variant's generated code goes to ``--code-dir`` (one file per graph); the table counts its generated
 kernels and extern calls and shows a hash of the code without comments (variants with one hash ran the
@@ -80,27 +85,58 @@ def variant_scope(ah_plugin, variant: str):
     return ah_plugin.enabled(use=["mm"]) if variant in ("fast", "off_plugin") else contextlib.nullcontext()
 
 
-def compile_variant(torch, model, variant: str, cuda: bool):
-    """``torch.compile`` of ``model`` as ``variant`` runs it; call it under ``variant_scope`` (the mode's
-    options are read when ``torch.compile`` is called, the ranking when the first call lowers)."""
-    if variant == "off":
-        return torch.compile(model, mode="reduce-overhead" if cuda else None)
-    if variant == "off_again":  # dynamic=False (shapes are static anyway): a backend unequal to off's
-        return torch.compile(model, mode="reduce-overhead" if cuda else None, dynamic=False)
+# Inductor options that change nothing when set to their current value: a copy's options carry some, so
+# that Dynamo, which reuses a graph compiled for a backend comparing equal, compiles each copy afresh
+_NEUTRAL_KEYS = ("trace.enabled", "verbose_progress", "debug_index_asserts", "comment_origin",
+                 "profiler_mark_wrapper_call")
+MAX_COPIES = len(_NEUTRAL_KEYS) + 1
+
+
+def _current(inductor_config, key: str):
+    value = inductor_config
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def variant_compile_args(torch, variant: str, cuda: bool) -> dict:
+    """``torch.compile``'s mode or options for ``variant`` (call under ``variant_scope``: the mode's options
+    are read when ``torch.compile`` is called, the ranking when the first call lowers)."""
+    if variant in ("off", "off_again"):
+        return {"mode": "reduce-overhead" if cuda else None}
     if variant == "off_plugin":
         # off's options spelled out, with one more key at its default value: Dynamo reuses a compiled graph
         # for a backend that compares equal, and the plugin's passes must run for this variant
-        return torch.compile(model, options={"triton.cudagraphs": cuda, "triton.cudagraph_trees": True})
+        return {"options": {"triton.cudagraphs": cuda, "triton.cudagraph_trees": True}}
     if variant == "fast":
-        return torch.compile(model, mode="max-autotune" if cuda else "max-autotune-no-cudagraphs")
+        return {"mode": "max-autotune" if cuda else "max-autotune-no-cudagraphs"}
     if variant == "fast_no_l2":
         # fast mode's own options (as the plugin narrows the mode), plus a key at its default value so that
         # Dynamo does not hand this variant the graph compiled for ``fast``
         options = dict(torch._inductor.list_mode_options("max-autotune" if cuda else "max-autotune-no-cudagraphs"))
         options["triton.cudagraph_trees"] = True
-        return torch.compile(model, options=options)
-    return torch.compile(model, options={"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN",
-                                         "triton.cudagraphs": cuda})
+        return {"options": options}
+    return {"options": {"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN", "triton.cudagraphs": cuda}}
+
+
+def compile_variant(torch, model, variant: str, cuda: bool, copy: int = 0):
+    """``torch.compile`` of ``model`` as ``variant`` runs it; ``copy`` > 0 compiles the same once more (its
+    options spelled out plus ``copy`` neutral keys). Call it under ``variant_scope``."""
+    args = variant_compile_args(torch, variant, cuda)
+    if copy:
+        import torch._inductor.config as inductor_config
+
+        mode = args.get("mode")
+        options = dict(args.get("options") or (torch._inductor.list_mode_options(mode) if mode else {}))
+        options.update({key: _current(inductor_config, key) for key in _NEUTRAL_KEYS[:copy]})
+        args = {"options": options}
+    dynamic = {"dynamic": False} if variant == "off_again" else {}  # a backend unequal to off's
+    return torch.compile(model, **args, **dynamic)
+
+
+def labels(variants: list[str], copies: int) -> list[tuple[str, str, int]]:
+    """(label, variant, copy) in compile order: every variant once, then every variant again, ..."""
+    return [(v if c == 0 else f"{v}#{c + 1}", v, c) for c in range(copies) for v in variants]
 
 
 def recompiled(torch, graphs_before: int, during: str) -> bool:
@@ -147,7 +183,25 @@ def markdown(model: str, rows: list[dict], device: str, command: str, torch_vers
                      f"{(r['code'].get('fingerprint') or '-')[:8]} |")
     lines += ["", "Code: a hash of the generated code without its comments; variants with the same hash ran the "
                   "same kernels."]
-    return "\n".join(lines)
+    return "\n".join(lines + copies_lines(rows))
+
+
+def copies_lines(rows: list[dict]) -> list[str]:
+    """With ``--copies``: each variant's step as the median over its compiled copies, their range, and the
+    ratio to off's (empty with one copy each)."""
+    bases = list(dict.fromkeys(r.get("base", r["variant"]) for r in rows))
+    steps = {b: [r["step_ms"] for r in rows if r.get("base", r["variant"]) == b] for b in bases}
+    if all(len(v) == 1 for v in steps.values()):
+        return []
+    ref = "off" if "off" in steps else bases[0]
+    ref_ms = statistics.median(steps[ref])
+    lines = ["", "Over the compiled copies (the spread of identical code is the range within a row):", "",
+             f"| variant | copies | step ms, median | range ms | step / {ref} |", "| --- | ---: | ---: | --- | ---: |"]
+    for b in bases:
+        med = statistics.median(steps[b])
+        lines.append(f"| {b} | {len(steps[b])} | {med:.4f} | {min(steps[b]):.4f}-{max(steps[b]):.4f} | "
+                     f"{med / ref_ms:.4f} |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -155,6 +209,9 @@ def main(argv=None) -> int:
     parser.add_argument("--model", default="llama_prefill", help="a model of torchgen_ah.e2e_models")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of " + ", ".join(VARIANTS))
     parser.add_argument("--windows", type=int, default=30, help="timed windows per variant")
+    parser.add_argument("--copies", type=int, default=1, help="compile each variant this many times (label "
+                        "VARIANT#2, ...): copies of identical code step apart by a percent or two, so a "
+                        "variant's step is the median over its copies")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--code-dir", default=None, help="write each variant's generated code here")
     parser.add_argument("--json", default=None, help="also write the figures here")
@@ -167,6 +224,8 @@ def main(argv=None) -> int:
         variants = parse_variants(args.variants)
         if args.windows < 1:
             raise ValueError(f"--windows must be at least 1, got {args.windows}")
+        if not 1 <= args.copies <= MAX_COPIES:
+            raise ValueError(f"--copies must be 1 to {MAX_COPIES}, got {args.copies}")
     except ValueError as exc:
         print(f"step_ab: {exc}", file=sys.stderr)
         return 2
@@ -192,7 +251,8 @@ def main(argv=None) -> int:
     cuda = device == "cuda"
     inductor_config.fx_graph_cache = False
     inductor_config.autotune_local_cache = False
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(variants))
+    compiles = labels(variants, args.copies)
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(compiles))
     ah_plugin.uninstall()
     model, inputs, train = build_model(torch, args.model, device)
     if train:
@@ -206,33 +266,38 @@ def main(argv=None) -> int:
     rows, steps, per_step = [], {}, {}
     with torch.no_grad():
         reference = model(*inputs).float()
-        for variant in variants:
+        for label, variant, copy in compiles:
             with variant_scope(ah_plugin, variant):
                 state = plugin_state(ah_plugin)
                 if (state["use"], state["l2_rule"]) != expected_use(variant):
                     print(f"step_ab: {variant} would compile with the plugin's use={state['use']}, "
                           f"l2_rule={state['l2_rule']}; it needs {expected_use(variant)}", file=sys.stderr)
                     return 1
-                compiled = compile_variant(torch, model, variant, cuda)
+                compiled = compile_variant(torch, model, variant, cuda, copy)
                 sync()
                 start = time.perf_counter()
+                graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
                 out, codes = first_call_with_code(GraphLowering, compiled, inputs)
                 sync()
                 seconds = time.perf_counter() - start
+            if not codes and torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs:
+                print(f"step_ab: {label} reused a graph compiled before instead of compiling its own", file=sys.stderr)
+                return 1
             err = (out.float() - reference).abs().max().item() / max(reference.abs().max().item(), 1e-6)
             if args.code_dir:
                 os.makedirs(args.code_dir, exist_ok=True)
                 for i, code in enumerate(codes):
-                    with open(os.path.join(args.code_dir, f"{args.model}_{variant}_{i}.code.txt"), "w",
-                              encoding="utf-8") as f:
+                    with open(os.path.join(args.code_dir, f"{args.model}_{label.replace('#', '_copy')}_{i}.code.txt"),
+                              "w", encoding="utf-8") as f:
                         f.write(code)
             graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-            steps[variant] = lambda c=compiled: c(*inputs)
-            per_step[variant] = warm_up(steps[variant], sync)
-            if recompiled(torch, graphs, f"{variant}'s warm-up"):
+            steps[label] = lambda c=compiled: c(*inputs)
+            per_step[label] = warm_up(steps[label], sync)
+            if recompiled(torch, graphs, f"{label}'s warm-up"):
                 return 1
-            rows.append({"variant": variant, "compile_seconds": seconds, "max_rel_err": err,
-                         "plugin": state, "code": {**code_summary(codes), "fingerprint": code_fingerprint(codes)}})
+            rows.append({"variant": label, "base": variant, "copy": copy + 1, "compile_seconds": seconds,
+                         "max_rel_err": err, "plugin": state,
+                         "code": {**code_summary(codes), "fingerprint": code_fingerprint(codes)}})
             print(json.dumps(rows[-1]), flush=True)
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         per_window = steps_per_window(min(per_step.values()))

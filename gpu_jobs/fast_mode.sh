@@ -11,7 +11,9 @@
 #   PART=ab bash gpu_jobs/fast_mode.sh       AB_MODELS (llama_prefill,llama_decode), each compiled off, fast, with
 #                                            fast's Inductor options and aten alone, and off with the plugin on,
 #                                            in one process, step windows interleaved (benchmarks/step_ab.py),
-#                                            generated code kept
+#                                            generated code kept; AB_COPIES (1) compiles each variant that many
+#                                            times, AB_VARIANTS (all) picks them, e.g. AB_VARIANTS=off,fast
+#                                            AB_COPIES=3
 #   PART=checks bash gpu_jobs/fast_mode.sh   every GPU test, single GEMMs (compile and kernel time per mode on
 #                                            the first SHAPES evaluation shapes, the timing methods' picks) and
 #                                            the results cache's record/hit runs (CHECKS= a subset of
@@ -34,7 +36,7 @@ ONCE=$(python3 -c "import sys; m = sys.argv[1].split(','); print(','.join(x for 
 if [ "$PART" = ab ]; then
   steps=()
   for model in $(echo "${AB_MODELS:-llama_prefill,llama_decode}" | tr , ' '); do
-    steps+=("ab_$model:${AB_S:-150}:python3 benchmarks/step_ab.py --model $model --windows ${AB_WINDOWS:-30} --code-dir \$OUT/code --json \$OUT/ab.json --results \$OUT/RESULTS.md")
+    steps+=("ab_$model:${AB_S:-150}:python3 benchmarks/step_ab.py --model $model ${AB_VARIANTS:+--variants $AB_VARIANTS} --windows ${AB_WINDOWS:-30} --copies ${AB_COPIES:-1} --code-dir \$OUT/code --json \$OUT/ab.json --results \$OUT/RESULTS.md")
   done
   bash gpu_jobs/run_batch.sh "${steps[@]}"
 elif [ "$PART" = models ]; then

@@ -58,3 +58,31 @@ def test_bad_variants_and_windows_are_refused_by_name():
         proc = subprocess.run([sys.executable, SCRIPT, *args, "--no-write"], capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+def test_copies_compile_each_variant_again_and_report_the_median_over_copies(tmp_path):
+    """--copies 2: off, fast, off#2, fast#2, each its own compile of the same code as its first copy; a
+    table of each variant's median over its copies."""
+    out = tmp_path / "ab.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
+    env.update(PYTHONPATH=REPO, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    proc = subprocess.run([sys.executable, SCRIPT, "--model", "mlp", "--windows", "2", "--device", "cpu",
+                           "--variants", "off,fast", "--copies", "2", "--json", str(out), "--no-write"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["variant"], r["base"], r["copy"]) for r in rows] == [
+        ("off", "off", 1), ("fast", "fast", 1), ("off#2", "off", 2), ("fast#2", "fast", 2)]
+    for r in rows:
+        assert r["code"]["graphs"] == 1 and r["max_rel_err"] < 1e-4, r  # compiled afresh, right result
+    code = {r["variant"]: r["code"]["fingerprint"] for r in rows}
+    assert code["off"] == code["off#2"] and code["fast"] == code["fast#2"], code
+    assert rows[3]["plugin"]["use"] == ["mm"] and rows[2]["plugin"]["use"] == []
+    assert "Over the compiled copies" in proc.stdout and "| fast | 2 |" in proc.stdout
+
+
+def test_too_many_copies_are_refused_by_name():
+    proc = subprocess.run([sys.executable, SCRIPT, "--copies", "99", "--no-write"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "--copies must be 1 to" in proc.stderr, proc.stderr
