@@ -5,9 +5,9 @@ than the GPU's L2 cache stay there and a memory-bound GEMM is timed at L2 rather
 model's step each weight is read once, from HBM (on an H200 the decoder's 64-row GEMMs took 17-30% longer
 under replay when every call read its weight from HBM: RESULTS.md ``l2_state``). Fast mode therefore keeps
 aten alone on such GEMMs instead of compiling a template to time against it. What that buys is compile
-time (the decoder at decode: about max-autotune off's compile with the rule, 1.4x without); in one process
-the decoder stepped the same with and without it, within the spread of identical code (RESULTS.md
-``step_ab_llama_decode``). ``AH_PLUGIN_L2_RULE=off`` switches it off; quality mode and the top-k modes never
+time (the decoder at decode: 0.89-1.28x max-autotune off's compile with the rule over two sets of fresh
+processes, about 1.4x without); in one process the decoder's steps with and without it differed by
+0.3% and 0.7%, inside the spread of identical code (RESULTS.md ``step_ab_llama_decode``). ``AH_PLUGIN_L2_RULE=off`` switches it off; quality mode and the top-k modes never
 apply it.
 
 Memory-bound: arithmetic intensity (flops per byte of A, B and C) below ``RIDGE_FLOP_PER_BYTE``, an H200's

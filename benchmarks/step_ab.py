@@ -313,7 +313,8 @@ def main(argv=None) -> int:
     print(text)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"model": args.model, "device": name, "torch": torch.__version__, "rows": rows}, f, indent=1)
+            json.dump({"model": args.model, "device": name, "torch": torch.__version__, "steps_per_window": per_window,
+                       "rows": rows}, f, indent=1)
     if not args.no_write:
         update_results_section(args.results, f"step_ab_{args.model}", text)
     return 0

@@ -291,8 +291,11 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     table = (out / "e2e.md").read_text()
     assert "after 1 s of warm-up steps" in table
     assert "| mlp | off | 1 |" in table and "| mlp | fast | 2 |" in table
-    # fast mode's verdict row: compile against off's; no default run, so the step is compared with off's
-    assert "| mlp |" in table.split("Fast mode against the bars")[1] and "default not measured" in table
+    # fast mode's verdict row: compile against off's; no default run, so the step is compared with off's:
+    # a CPU's timings decide between "not judged" and a miss already against off alone
+    [verdict] = [ln for ln in table.split("Fast mode against the bars")[1].splitlines() if ln.startswith("| mlp |")]
+    assert verdict.endswith(("| not judged (default not measured: step vs off only) |", "| missed |",
+                             "| missed (step against off alone) |")), verdict
     log = out / "mlp" / "fake.log"
     log.write_text("SingleProcess AUTOTUNE benchmarking takes 0.2 seconds and 0.1 seconds precompiling for 7 "
                    "choices\nx\nAUTOTUNE benchmarking takes 1.5 seconds and 0.0 seconds precompiling for 3 choices\n")
@@ -361,5 +364,23 @@ def test_a_model_without_default_is_missed_when_off_alone_already_misses():
     slow, even = e2e_models.mode_verdicts(table)
     assert (slow["met"], slow["missed"], even["met"], even["missed"]) == (False, True, False, False)
     text = "\n".join(e2e_models._verdict_lines("fast", [slow, even]))
-    assert "| slow | 1.10 | - | 1.050 | missed (against off alone) |" in text
+    assert "| slow | 1.10 | - | 1.050 | missed (step against off alone) |" in text
     assert "| even | 1.10 | - | 1.000 | not judged (default not measured: step vs off only) |" in text
+    # a compile miss is against off whatever default does: no qualifier
+    table[("even", "fast")]["compile_seconds"] = 15.0
+    [_, heavy] = e2e_models.mode_verdicts(table)
+    assert "| even | 1.50 | - | 1.000 | missed |" in "\n".join(e2e_models._verdict_lines("fast", [heavy]))
+
+
+def test_quality_mode_is_judged_on_compile_against_default_and_never_without_it():
+    from torchgen_ah.evaluation import e2e_models
+
+    def cell(compile_s, step):
+        return {"compile_seconds": compile_s, "step_ms": step, "benchmarked": 0, "reps": 1}
+
+    table = {("m", "off"): cell(10.0, 1.0), ("m", "default"): cell(40.0, 1.1), ("m", "quality"): cell(30.0, 0.95),
+             ("n", "off"): cell(10.0, 1.0), ("n", "default"): cell(20.0, 1.0), ("n", "quality"): cell(30.0, 0.9),
+             ("o", "off"): cell(10.0, 1.0), ("o", "quality"): cell(5.0, 0.9)}
+    cheap, costly, alone = e2e_models.mode_verdicts(table, "quality")
+    assert (cheap["met"], costly["met"], costly["missed"]) == (True, False, True)
+    assert (alone["met"], alone["missed"]) == (False, False)  # no default: its compile bar cannot be judged

@@ -13,34 +13,36 @@ from torchgen_ah.evaluation.generated_code import code_fingerprint, normalized
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
-import json, sys, torch
+import hashlib, json, sys, torch
 from torch._inductor.graph import GraphLowering
 from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary, first_call_with_code
 
 x = torch.randn(64, 64)
+for _ in range(int(sys.argv[1])):  # graphs compiled before: later graphs get other ids in their comments
+    torch.compile(lambda a: a.cos() + 1)(x)
 out = {}
 for name, fn in (("double", lambda a: (a * 2).relu().sum(1)), ("triple", lambda a: (a * 3).relu().sum(1))):
     torch._dynamo.reset()
     result, codes = first_call_with_code(GraphLowering, torch.compile(fn), (x,))
     assert torch.allclose(result, fn(x))
     out[name] = {"fingerprint": code_fingerprint(codes), "summary": code_summary(codes),
-                 "commented": sum(line.lstrip().startswith("#") for c in codes for line in c.splitlines())}
+                 "raw": hashlib.sha256("".join(codes).encode()).hexdigest()}
 print("RESULT " + json.dumps(out))
 """
 
 
-def _fingerprints(tmp_path, name):
+def _fingerprints(tmp_path, name, graphs_before):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
     env.update(PYTHONPATH=REPO, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / name), TORCHINDUCTOR_FX_GRAPH_CACHE="0")
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(graphs_before)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1][len("RESULT "):])
 
 
 @pytest.mark.slow
 def test_the_same_kernels_in_two_processes_share_a_fingerprint_and_other_code_does_not(tmp_path):
-    first, second = _fingerprints(tmp_path, "one"), _fingerprints(tmp_path, "two")
-    assert first["double"]["commented"] > 0  # the comments (cache paths among them) the hash leaves out
+    first, second = _fingerprints(tmp_path, "one", 0), _fingerprints(tmp_path, "two", 2)
+    assert first["double"]["raw"] != second["double"]["raw"]  # the modules differ, in their comments only
     assert first["double"]["summary"]["kernels"] >= 1
     assert first["double"]["fingerprint"] == second["double"]["fingerprint"]
     assert first["double"]["fingerprint"] != first["triple"]["fingerprint"]
@@ -52,4 +54,8 @@ def test_comments_and_blank_lines_do_not_count_and_code_does():
     assert normalized(code) == "import torch\nk = async_compile.triton('k', '''x * 2''')"
     assert code_fingerprint([code]) == code_fingerprint([moved])
     assert code_fingerprint([code]) != code_fingerprint([code.replace("x * 2", "x * 3")])
-    assert code_fingerprint([]) is None  # nothing generated (served from a cache): nothing to compare
+    assert code_fingerprint([]) is None  # nothing generated (a graph reused): nothing to compare
+    # C++ kernels' preprocessor lines are code, not comments
+    cpp = "k = async_compile.cpp_pybinding(['float*'], '''\n#include <a.h>\n#pragma omp parallel\nvoid k() {}\n''')"
+    assert "#pragma omp parallel" in normalized(cpp)
+    assert code_fingerprint([cpp]) != code_fingerprint([cpp.replace("#pragma omp parallel\n", "")])

@@ -85,5 +85,10 @@ def test_the_cache_check_says_whether_the_hit_run_generated_the_record_runs_code
     cpu = kernel_times.cache_rows([line("cache_record", "a", None, "c1"), line("cache", "a", None, "c1")])
     text = "\n".join(kernel_times.cache_lines(cpu))
     assert "| a | - | - | - | 0 | yes |" in text and "not judged against the 2% bar" in text
+    # a hit run that benchmarked misses the bar, replay times or not
+    tuned = kernel_times.cache_rows([line("cache_record", "a", None, "c1"),
+                                     line("cache", "a", None, "c1", [{"x": 1.0, "y": 2.0}])])
+    assert "something benchmarked; the same generated code on 1 of 1 (bar: 0 benchmarked: missed)" in \
+        "\n".join(kernel_times.cache_lines(tuned))
     # a line without a fingerprint (older results files): nothing compared
     assert kernel_times.cache_rows([line("cache_record", "a", 0.01, None), line("cache", "a", 0.01, "c")])[0]["same_code"] is None

@@ -33,12 +33,9 @@ def test_every_variant_compiles_its_own_graph_and_is_timed(tmp_path):
         assert r["max_rel_err"] < 1e-4 and r["step_ms"] > 0 and len(r["windows_ms"]) == 2, r
     assert len(list(code.iterdir())) == 6
     # off and its A/A control generate the same kernels: one code hash (tests/test_generated_code.py: it
-    # changes with the code); variants sharing a hash share their kernels and calls
+    # changes with the code)
     fingerprints = {r["variant"]: r["code"]["fingerprint"] for r in rows}
     assert fingerprints["off"] == fingerprints["off_again"] == fingerprints["off_plugin"], fingerprints
-    for r in rows:
-        assert all(o["code"]["extern_calls"] == r["code"]["extern_calls"] and o["code"]["kernels"] == r["code"]["kernels"]
-                   for o in rows if o["code"]["fingerprint"] == r["code"]["fingerprint"]), rows
     text = results.read_text()
     assert "step_ab_mlp" in text and "| off_plugin |" in text
 

@@ -545,6 +545,14 @@ def test_which_gemms_replay_misjudges():
     assert not replay_misjudges(dict(bf16, m=13, k=1000, n=4099), l2)
     assert not replay_misjudges(dict(bf16, m=128, k=768, n=2), l2)
     assert replay_misjudges(dict(bf16, m=1, k=4096, n=4096), l2)  # a 32 MiB weight read by one row
+    # the floor itself: the widest 8 x 8192 x n just under 16 MiB of operands is not ruled, n + 1 is
+    from ah_plugin.l2_residency import MIN_RULED_BYTES
+    n = (MIN_RULED_BYTES // 2 - 8 * 8192) // (8192 + 8)
+    at_floor = dict(bf16, m=8, k=8192, n=n)
+    total, _ = gemm_bytes_and_intensity(at_floor)
+    assert total < MIN_RULED_BYTES < gemm_bytes_and_intensity(dict(at_floor, n=n + 1))[0]
+    assert not replay_misjudges(at_floor, l2)
+    assert replay_misjudges(dict(at_floor, n=n + 1), l2)
     # its vocabulary projection: a 131 MB weight never fits, so replay reads it from HBM as the model does
     assert not replay_misjudges(dict(bf16, m=64, k=2048, n=32000), l2)
     # compute-bound: L2 residency hardly moves its time

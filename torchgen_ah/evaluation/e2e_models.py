@@ -273,8 +273,8 @@ def _verdict_lines(mode: str, verdicts: list[dict]) -> list[str]:
     for v in verdicts:
         verdict = "met" if v["met"] else "missed" if v["missed"] else \
             "not judged (default not measured: step vs off only)"
-        if v["missed"] and not v["default_measured"]:
-            verdict += " (against off alone)"
+        if v["missed"] and not v["default_measured"] and v["step_ratio"] > STEP_BAR:
+            verdict += " (step against off alone)"
         vs_default = "-" if v["compile_vs_default"] is None else f"{v['compile_vs_default']:.2f}"
         lines.append(f"| {v['model']} | {v['compile_ratio']:.2f} | {vs_default} | {v['step_ratio']:.3f} | {verdict} |")
     step_gm = geomean([v["step_ratio"] for v in verdicts])

@@ -13,7 +13,7 @@ import re
 
 _EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
 _KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated kernel (Triton or C++)
-_COMMENT = re.compile(r"^\s*#.*$", re.M)
+_COMMENT = re.compile(r"^\s*#(?:\s.*)?$", re.M)  # "# ..." and "#"; not C++'s "#pragma", "#include"
 _TRAILING_COMMENT = re.compile(r"[ \t]+#[ \t].*$", re.M)  # "x = None  # device(...) 0x7f...": addresses
 _BLANK_RUNS = re.compile(r"\n\s*\n+")
 
@@ -49,8 +49,8 @@ def normalized(code: str) -> str:
 
 
 def code_fingerprint(codes: list[str]) -> str | None:
-    """A short hash of a call's generated modules, normalized; None when nothing was generated (a
-    compile served from a cache hands no source over)."""
+    """A short hash of a call's generated modules, normalized; None when nothing was generated (Dynamo
+    reused a graph compiled before)."""
     if not codes:
         return None
     digest = hashlib.sha256()

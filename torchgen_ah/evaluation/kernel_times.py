@@ -106,6 +106,8 @@ def cache_lines(cached: list[dict]) -> list[str]:
         worst = max(abs(x - 1.0) for x in ratios)
         timing = (f"; kernels within {100 * worst:.1f}% of the record run's (bar: 0 benchmarked, within 2%: "
                   f"{'met' if none_timed and worst <= 0.02 and len(ratios) == len(cached) else 'missed'})")
+    elif not none_timed:
+        timing = " (bar: 0 benchmarked: missed)"
     else:
         timing = " (no replay times: not judged against the 2% bar)"
     return lines + ["", f"Hit run: {'nothing' if none_timed else 'something'} benchmarked{code}{timing}."]
