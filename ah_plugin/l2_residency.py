@@ -7,8 +7,8 @@ under replay when every call read its weight from HBM: RESULTS.md ``l2_state``).
 aten alone on such GEMMs instead of compiling a template to time against it. What that buys is compile
 time (the decoder at decode: 0.89-1.28x max-autotune off's compile with the rule over two sets of fresh
 processes, about 1.4x without); in one process the decoder's steps with and without it differed by
-0.3% and 0.7%, inside the spread of identical code (RESULTS.md ``step_ab_llama_decode``). ``AH_PLUGIN_L2_RULE=off`` switches it off; quality mode and the top-k modes never
-apply it.
+0.3% and 0.7%, inside the spread of identical code (RESULTS.md ``step_ab_llama_decode``).
+``AH_PLUGIN_L2_RULE=off`` switches it off; quality mode and the top-k modes never apply it.
 
 Memory-bound: arithmetic intensity (flops per byte of A, B and C) below ``RIDGE_FLOP_PER_BYTE``, an H200's
 bf16 tensor-core peak over its HBM bandwidth (about 206; an H100 SXM's is about 295). The rule covers the
