@@ -5,8 +5,9 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
 
 * **fast mode** (the default, ``AH_PLUGIN_TOP_K=fast``): when the ranking puts aten first (``extern_mm``,
   ``extern__mkl_linear``, ...: ids starting with ``extern_``), aten alone is kept: no template is
-  compiled and Inductor benchmarks nothing. When it puts a template first with a share of at least
-  ``AH_PLUGIN_CONFIDENCE`` (0.8 on a CPU; never on a GPU by default: held out, the H200 ranking's sure
+  compiled and Inductor benchmarks nothing. The aten choice kept is ``extern_bias_addmm`` wherever
+  Inductor offers it (``kept_aten_choice``), never ``extern_addmm`` on a ranking's word. When it puts a
+  template first with a share of at least ``AH_PLUGIN_CONFIDENCE`` (0.8 on a CPU; never on a GPU by default: held out, the H200 ranking's sure
   leaves still named templates 1.5-2.3x slower than cuBLAS on 2 of 67 GEMMs), that template alone is kept
   (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
   CUDA-graph replay; the template wins only by the aten margin. Templates are trusted only from an
@@ -56,8 +57,9 @@ from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
 from ah_plugin.verbose_output import say
 
-# bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor)
-RULES_VERSION = 3
+# bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
+# 4: bias_addmm preferred among aten choices)
+RULES_VERSION = 4
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ CPU_CONFIDENCE = 0.8
 ADAPTIVE = "adaptive"
 FAST = "fast"
 QUALITY = "quality"
+BIAS_ADDMM = "extern_bias_addmm"
 
 
 
@@ -148,16 +151,18 @@ def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confide
                 trust_templates: bool) -> list[str]:
     """Fast mode's ids to keep: one aten choice when the ranking puts aten first (or templates are not
     trusted), the top template alone when its share reaches ``confidence``, else the top template and aten
-    (timed against each other). Pure function of its inputs."""
+    (timed against each other). Pure function of its inputs.
+
+    The aten choice kept is ``kept_aten_choice``'s, whatever the ranking says among aten choices."""
     today = set(candidates)
     ranked = [(choice, float(share)) for choice, share in ranking if choice in today]
-    aten = [choice for choice, _ in ranked if is_aten_choice(choice)]
-    aten += [c for c in candidates if is_aten_choice(c) and c not in aten]
+    off = kept_aten_choice(candidates)
+    aten = [off] if off is not None else []
     if not ranked:
         return aten[:1] or list(candidates[:1])
     top, share = ranked[0]
     if is_aten_choice(top):
-        return [top]
+        return aten[:1]
     if not aten:
         return [top]
     if not trust_templates:
@@ -165,6 +170,18 @@ def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confide
     if share >= confidence:
         return [top]
     return [top, aten[0]]
+
+
+def kept_aten_choice(candidates: list[str]) -> str | None:
+    """The aten choice fast mode keeps: ``extern_bias_addmm`` where Inductor offers it (an addmm whose bias
+    is broadcast over rows), else Inductor's first aten candidate. ``extern_bias_addmm`` hands cuBLASLt the
+    1-D bias, as max-autotune off's addmm does; ``extern_addmm`` gets the bias expanded to a 2-D stride-0
+    view, and where Inductor's per-call timing picked it, GPT-2 small and a ViT stepped 1.26-1.27x slower on
+    the H200. Inductor lists the two in opposite orders on torch 2.11 and 2.13, so the order is not relied on,
+    and fast mode never trades one aten choice for another on a ranking's word."""
+    if BIAS_ADDMM in candidates:
+        return BIAS_ADDMM
+    return next((c for c in candidates if is_aten_choice(c)), None)
 
 
 def choose(
@@ -346,8 +363,8 @@ class RankingPolicy:
         keep = self._ranked(request)
         ranked = keep is not None
         if keep is None and self.options.fast:
-            aten = [c for c in request.candidates if is_aten_choice(c)]
-            keep = aten[:1] or None  # fast mode with nothing to rank by: aten, never a compile of templates
+            off = kept_aten_choice(request.candidates)
+            keep = [off] if off else None  # fast mode with nothing to rank by: aten, never a compile of templates
         if keep is not None:
             self.stats.autotunings += 1
             self.stats.offered += len(request.candidates)

@@ -14,6 +14,10 @@
 #                                            generated code kept; AB_COPIES (1) compiles each variant that many
 #                                            times, AB_VARIANTS (all) picks them, e.g. AB_VARIANTS=off,fast
 #                                            AB_COPIES=3
+#   PART=state bash gpu_jobs/fast_mode.sh    STATE_MODEL (llama_decode) compiled with max-autotune off in each of
+#                                            STATE_PROCS (3) fresh processes, its step timed again after each
+#                                            thing the process does next (benchmarks/process_state.py; about 45 s
+#                                            a process on an H200)
 #   PART=checks bash gpu_jobs/fast_mode.sh   every GPU test, single GEMMs (compile and kernel time per mode on
 #                                            the first SHAPES evaluation shapes, the timing methods' picks) and
 #                                            the results cache's record/hit runs (CHECKS= a subset of
@@ -39,6 +43,9 @@ if [ "$PART" = ab ]; then
     steps+=("ab_$model:${AB_S:-150}:python3 benchmarks/step_ab.py --model $model ${AB_VARIANTS:+--variants $AB_VARIANTS} --windows ${AB_WINDOWS:-30} --copies ${AB_COPIES:-1} --code-dir \$OUT/code --json \$OUT/ab.json --results \$OUT/RESULTS.md")
   done
   bash gpu_jobs/run_batch.sh "${steps[@]}"
+elif [ "$PART" = state ]; then
+  bash gpu_jobs/run_batch.sh \
+    "state:$(( ${STATE_PROCS:-3} * 75 + 15 )):for i in \$(seq ${STATE_PROCS:-3}); do python3 benchmarks/process_state.py --model ${STATE_MODEL:-llama_decode} --json \$OUT/process_state.json --no-write || exit 1; done; python3 benchmarks/process_state.py --from-json \$OUT/process_state.json --results \$OUT/RESULTS.md"
 elif [ "$PART" = models ]; then
   bash gpu_jobs/run_batch.sh \
     "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models ${MODELS:-gpt2,vit,llama_prefill,llama_decode,vit_train} --modes $MODES --reps ${REPS:-3} ${ONCE:+--once $ONCE} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"

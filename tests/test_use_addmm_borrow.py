@@ -145,3 +145,11 @@ def test_mm_view_drops_exactly_the_bias_columns_and_names_mm():
     values, num, cat = features.op_features("addmm", [mat(1, 8), *[dict(mat(8, 8), size=[2, 8, 8],
                                                                          stride=[64, 8, 1])] * 2])
     assert features.mm_view("addmm", values, features.metadata("addmm", num, cat, **H100)) is None
+
+
+def test_fast_mode_on_a_borrowed_ranking_keeps_bias_addmm_in_either_inductor_order():
+    """The H100 ranking (per-call data: fast mode keeps aten alone on a GPU) ranks extern_mm, which stands for
+    both of addmm's aten choices; fast mode keeps extern_bias_addmm, however Inductor orders them."""
+    for aten in (("extern_addmm", "extern_bias_addmm"), ("extern_bias_addmm", "extern_addmm")):
+        _, addmm = mm_and_addmm(2048, 768, 2304, aten=aten)
+        assert RankingPolicy(ops={"addmm"}, top_k="fast").select(addmm) == ["extern_bias_addmm"]

@@ -162,6 +162,22 @@ def test_fast_choice_rules_on_plain_lists():
     assert choose_fast([(T[2], 0.3)], T, 0.8, True) == [T[2]]
 
 
+def test_fast_mode_keeps_bias_addmm_over_addmm_in_either_inductor_order():
+    """extern_addmm gets the bias as a 2-D stride-0 view (GPT-2 and ViT steps 1.26x slower on the H200 where
+    it was picked); Inductor lists bias_addmm first on torch 2.11 and last on 2.13."""
+    from ah_plugin.ranking import choose_fast
+
+    for aten in (["extern_bias_addmm", "extern_addmm"], ["extern_addmm", "extern_bias_addmm"]):
+        cands = [*aten, *T]
+        # an addmm artifact of its own ranking extern_addmm first, or a template first
+        assert choose_fast([("extern_addmm", 0.9), ("extern_bias_addmm", 0.1)], cands, 0.8, True) == \
+            ["extern_bias_addmm"]
+        assert choose_fast([(T[0], 0.5), ("extern_addmm", 0.5)], cands, 0.8, True) == [T[0], "extern_bias_addmm"]
+        assert choose_fast([(T[0], 0.9)], cands, 0.8, False) == ["extern_bias_addmm"]
+    # a plain addmm (no broadcast bias): Inductor offers extern_addmm alone, and it is kept
+    assert choose_fast([("extern_addmm", 1.0)], ["extern_addmm", *T], 0.8, True) == ["extern_addmm"]
+
+
 def test_only_existing_choices_are_returned(tmp_path):
     write_artifact(tmp_path, "_MMRankingTest.py")
     today = ["extern_mm", T[1], T[3], "type=triton_new_config"]  # T[0] and T[2] vanished

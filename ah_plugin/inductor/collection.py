@@ -9,6 +9,7 @@ fresh autotuning in every repetition, and where candidates compile.
 * ``autotune_device_work_in_turn``: the autotuning steps that touch the GPU (example inputs, each
   candidate's output buffers) hold a lock, so a worker compiling outside its turn never runs work on a GPU
   another worker is timing on;
+* ``no_shape_padding``: unaligned GEMMs logged as they are (``gen_data_mm --shape-padding off``);
 * ``configure_for_collection``: every repetition re-benchmarks (result caches off) and no pass merges
   the independent mms of a batch;
 * ``compile_in_process`` / ``compile_pool_info``: candidates compile in the worker's own threads, not in
@@ -93,6 +94,12 @@ class real_pad_decisions:
 def padding_off():
     """A ``with`` block in which the pad_mm pass pads nothing (a warm-up that cannot decide for real)."""
     return inductor_config.patch(shape_padding=False)
+
+
+def no_shape_padding() -> None:
+    """For the rest of this worker the pad_mm pass pads nothing, so an unaligned GEMM (128x768x2) is
+    autotuned and logged as it is, not as its padded twin (``gen_data_mm --shape-padding off``)."""
+    inductor_config.shape_padding = False
 
 
 def check_turn_taking_hooks() -> None:

@@ -178,14 +178,7 @@ def worker(spec: dict) -> None:
         compile_seconds = time.perf_counter() - start
         tuned = list(benchmarked)
         per_window = steps_per_window(warm_up(step, sync))
-        steps = []
-        for _ in range(STEP_WINDOWS):  # back to back, as a serving or training loop runs them
-            sync()
-            start = time.perf_counter()
-            for _ in range(per_window):
-                step()
-            sync()
-            steps.append((time.perf_counter() - start) / per_window)
+        steps = window_times(step, sync, STEP_WINDOWS, per_window)
     settings = plugin["settings"]
     with open(spec["result_path"], "a", encoding="utf-8") as f:
         f.write(json.dumps({"mode": spec["mode"], "model": spec["model"], "rep": spec.get("rep", 0),
@@ -208,6 +201,20 @@ def warm_up(step, sync, seconds: float = WARMUP_SECONDS, min_steps: int = 5) -> 
         sync()
         times.append(time.perf_counter() - begin)
     return statistics.median(times)
+
+
+def window_times(step, sync, windows: int, per_window: int) -> list[float]:
+    """Seconds per step of each of ``windows`` windows of ``per_window`` back-to-back steps (as a serving or
+    training loop runs them), synchronized only at a window's ends."""
+    out = []
+    for _ in range(windows):
+        sync()
+        start = time.perf_counter()
+        for _ in range(per_window):
+            step()
+        sync()
+        out.append((time.perf_counter() - start) / per_window)
+    return out
 
 
 def steps_per_window(step_seconds: float) -> int:

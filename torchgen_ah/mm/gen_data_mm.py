@@ -162,6 +162,11 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                                  "GPU-minute of 'inductor' on the H200, same timings (docs/datagen.md, 'Compile "
                                  "pool'). 'inductor': Inductor's subprocess pool; once it is up, the worker loads "
                                  "each candidate again in the first logged repetition, under the device lock")
+        parser.add_argument("--shape-padding", choices=("auto", "off"), default="auto",
+                            help="'auto': Inductor's pad_mm pass pads unaligned inputs when it finds that faster, "
+                                 "so the padded GEMM is what gets logged; 'off': no padding, so the unaligned "
+                                 "GEMM itself is timed and logged (what a compile meets when pad_mm declines, "
+                                 "e.g. 128x768x2) (default: %(default)s)")
         parser.add_argument("--cache-root", default=None,
                             help="where per-input Inductor cache folders are made (default: system temp)")
 
@@ -297,6 +302,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         if self._cache_root:
             os.makedirs(self._cache_root, exist_ok=True)
         collection.configure_for_collection()
+        if getattr(args, "shape_padding", "auto") == "off":
+            collection.no_shape_padding()
         torch.compiler.config.force_disable_caches = False  # a fresh cache folder per compile recompiles kernels
         if compiles_in_process(args, device):
             collection.compile_in_process()

@@ -16,6 +16,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+import pandas as pd
+
 from ah_plugin import command_line
 from torchgen_ah.training import codegen
 from torchgen_ah.training.output_folder import FLAG as INTO_PACKAGE, output_folder
@@ -46,6 +48,14 @@ MM_DERIVED = [
     ("arith_intensity", 'x["m"] * x["k"] * x["n"] / (x["m"] * x["k"] + x["k"] * x["n"] + x["m"] * x["n"])'),
 ]
 
+#: how far each operand's leading dimension is from 16-byte alignment in 2-byte elements (residue mod 8;
+#: the stride that is not 1, as stride_0 + stride_1 - 1 for a dense operand). cuBLAS takes a slow path on
+#: unaligned operands (128x768x2: 6.7 us against a Triton template's 4.3 on an H200) that m, k and n alone
+#: cannot show a tree; opt-in (--alignment-features) so artifacts trained without it stay as they are
+ALIGNMENT_DERIVED = [
+    ("mat1_align", '(x["mat1_stride_0"] + x["mat1_stride_1"] - 1) % 8'),
+    ("mat2_align", '(x["mat2_stride_0"] + x["mat2_stride_1"] - 1) % 8'),
+]
 
 #: the features the derived ones are computed from: a log without them is not a GEMM log
 MM_FEATURES = ("m", "k", "n")
@@ -61,19 +71,27 @@ def require_mm_features(metadata: dict, path: str) -> None:
             f"{path} --heuristic-name NAME`")
 
 
-def load_table(path: str, name: str, weight: float = 1.0) -> tuple[MedianTimeMatrix, dict]:
-    """Parse one log and reduce it to its (input x choice) median-time table."""
-    log = read_log(path)
-    require_mm_features(log.metadata, path)
-    frame = log.frame
-    table = median_time_matrix(frame, feature_columns(log.metadata), name, weight,
-                               keys=input_keys(frame, log.metadata))
-    return require_usable(table, path, len(frame) + len(log.skipped)), log.metadata
+def load_table(path: str | list[str], name: str, weight: float = 1.0) -> tuple[MedianTimeMatrix, dict]:
+    """Parse one log, or several of one device and timing method (as if merged: an input in two of them
+    gets the median of all its rows), and reduce it to its (input x choice) median-time table."""
+    paths = [path] if isinstance(path, str) else list(path)
+    logs = []
+    for each in paths:
+        log = read_log(each)
+        require_mm_features(log.metadata, each)
+        if logs:
+            _check_same_device(logs[0].metadata, log.metadata, each)
+        logs.append(log)
+    metadata = logs[0].metadata
+    frame = pd.concat([log.frame for log in logs], ignore_index=True) if len(logs) > 1 else logs[0].frame
+    table = median_time_matrix(frame, feature_columns(metadata), name, weight, keys=input_keys(frame, metadata))
+    rows = len(frame) + sum(len(log.skipped) for log in logs)
+    return require_usable(table, ", ".join(paths), rows), metadata
 
 
-def mm_feature_spec(metadata: dict) -> FeatureSpec:
-    return FeatureSpec(list(metadata["numerical_features"]), list(metadata["categorical_features"]),
-                       MM_DERIVED)
+def mm_feature_spec(metadata: dict, alignment: bool = False) -> FeatureSpec:
+    derived = MM_DERIVED + (ALIGNMENT_DERIVED if alignment else [])
+    return FeatureSpec(list(metadata["numerical_features"]), list(metadata["categorical_features"]), derived)
 
 
 def _check_same_device(main_md: dict, other_md: dict, path: str) -> None:
@@ -92,14 +110,15 @@ class RunOutput:
     seconds: float
 
 
-def run(main_path: str, heuristic_name: str, *, ranking: int = 10,
+def run(main_path: str | list[str], heuristic_name: str, *, ranking: int = 10,
         data: list[tuple[str, str]] = (), out_dir: str = ".", save_dot: bool = False,
         holdout: str = "none", device_names: tuple[str, ...] = (), grid: dict | None = None,
-        command: str = "", log=print) -> RunOutput:
+        alignment: bool = False, command: str = "", log=print) -> RunOutput:
     """Train the mm ranking heuristic and write its artifact, report (and DOT)."""
     start = time.perf_counter()
-    main_name = log_stem(main_path)
-    main, metadata = load_table(main_path, main_name)
+    main_paths = [main_path] if isinstance(main_path, str) else list(main_path)
+    main_name = log_stem(main_paths[0])
+    main, metadata = load_table(main_paths, main_name)
     extras = []
     for name, path in data:
         table, md = load_table(path, name, EXTRA_WEIGHT)
@@ -108,11 +127,11 @@ def run(main_path: str, heuristic_name: str, *, ranking: int = 10,
     log(f"parsed {1 + len(extras)} file(s) in {time.perf_counter() - start:.1f} s: "
         + ", ".join(f"{t.name} {len(t.keys)} inputs x {len(t.choices)} choices" for t in [main] + extras))
     trainer = RankingTrainer(k=ranking, default=DEFAULT_CHOICE, holdout=holdout, grid=grid, log=log)
-    result = trainer.fit(main, extras, mm_feature_spec(metadata)).result_
+    result = trainer.fit(main, extras, mm_feature_spec(metadata, alignment)).result_
 
     os.makedirs(out_dir, exist_ok=True)
     base = os.path.join(out_dir, f"_{heuristic_name}")
-    sources = [f"{main_name} ({os.path.basename(main_path)})"] + [
+    sources = [f"{main_name} ({', '.join(os.path.basename(p) for p in main_paths)})"] + [
         f"{n} ({os.path.basename(p)}, x{EXTRA_WEIGHT:g})" for n, p in data]
     src = trainer.to_artifact(heuristic_name, metadata, device_names=device_names, command=command, sources=sources)
     with open(base + ".py", "w") as f:
@@ -150,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         "Train a ranking decision tree for mm kernel choices and emit it as a Python artifact "
         "(_NAME.py, _NAME.report.md, and _NAME.dot with --save-dot) in the current folder or --out DIR.",
     )
-    parser.add_argument("dataset", help="main AutoHeuristic log (e.g. datasets/a100/a100_mm.txt)")
+    parser.add_argument("dataset", nargs="+",
+                        help="main AutoHeuristic log (e.g. datasets/a100/a100_mm.txt); several logs of one device "
+                             "and timing method train as one (their inputs' rows pooled)")
     parser.add_argument("--heuristic-name", required=True, help="class name, e.g. MMRankingA100")
     parser.add_argument("--ranking", type=int, default=10, metavar="K",
                         help="top-k size the lists are tuned and scored for")
@@ -172,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", default="default", choices=sorted(GRIDS),
                         help="grid searched by cross-validation: default (the official datasets) or sparse "
                              "(our collections: shallower trees and a support floor per choice)")
+    parser.add_argument("--alignment-features", action="store_true",
+                        help="also give the tree each operand's leading-stride residue mod 8 (mat1_align, "
+                             "mat2_align): where unaligned GEMMs were collected unpadded, this is what "
+                             "tells cuBLAS's slow unaligned path apart")
     args = parser.parse_args(argv)
     argv_text = sys.argv[1:] if argv is None else list(argv)
     command = "python -m torchgen_ah.mm.train_decision_mm " + shlex.join(argv_text)
@@ -180,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         out = run(args.dataset, args.heuristic_name, ranking=args.ranking,
                   data=[tuple(d) for d in args.data], out_dir=out_dir, save_dot=args.save_dot,
                   holdout=args.holdout, device_names=tuple(args.device_name), grid=GRIDS[args.grid],
-                  command=command)
+                  alignment=args.alignment_features, command=command)
     except (OSError, ValueError, KeyError) as exc:
         return command_line.fail("train_decision_mm", exc, 1)
     print(f"wrote {out.artifact_path}" + (f", {out.dot_path}" if out.dot_path else "")

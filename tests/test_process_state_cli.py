@@ -1,0 +1,45 @@
+"""benchmarks/process_state.py: it needs a GPU and says so; its table of several processes is rebuilt from
+the committed JSON rows of the H200 run, one column per process."""
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, "benchmarks", "process_state.py")
+COMMITTED = os.path.join(REPO, "benchmarks", "runs", "fast_h200_models", "process_state_llama_decode.json")
+
+
+def run(*args, env=None):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=REPO)
+
+
+def test_without_a_gpu_it_refuses_in_words():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    proc = run("--model", "llama_decode", "--no-write", env=env)
+    assert proc.returncode == 2 and "needs a CUDA GPU" in proc.stderr
+
+
+def test_the_table_of_the_committed_processes(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    proc = run("--from-json", COMMITTED, "--results", str(results))
+    assert proc.returncode == 0, proc.stderr
+    with open(COMMITTED, encoding="utf-8") as f:
+        runs = [json.loads(line)["rows"] for line in f if line.strip()]
+    assert len(runs) == 3
+    text = results.read_text()
+    assert "<!-- BEGIN process_state_llama_decode -->" in text and "3 fresh process(es)" in text
+    header = next(line for line in text.splitlines() if line.startswith("| after"))
+    assert header.count("process ") == 3
+    row = next(line for line in text.splitlines() if line.startswith("| off_compile"))
+    ratios = [float(cell.split("(")[1].rstrip(") ")) for cell in row.split("|")[2:-1]]
+    assert ratios == [round(r[2]["step_ms"] / r[0]["step_ms"], 3) for r in runs]
+
+
+def test_a_json_file_without_runs_is_refused_naming_it(tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    proc = run("--from-json", str(empty), "--no-write")
+    assert proc.returncode == 2 and f"{empty}: no runs" in proc.stderr
