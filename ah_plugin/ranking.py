@@ -7,9 +7,9 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
   ``extern__mkl_linear``, ...: ids starting with ``extern_``), aten alone is kept: no template is
   compiled and Inductor benchmarks nothing. The aten choice kept is ``extern_bias_addmm`` wherever
   Inductor offers it (``kept_aten_choice``), never ``extern_addmm`` on a ranking's word. When it puts a
-  template first with a share of at least ``AH_PLUGIN_CONFIDENCE`` (0.8 on a CPU; never on a GPU by default: held out, the H200 ranking's sure
-  leaves still named templates 1.5-2.3x slower than cuBLAS on 2 of 67 GEMMs), that template alone is kept
-  (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
+  template first with a share of at least ``AH_PLUGIN_CONFIDENCE`` (0.8 on a CPU; never on a GPU by
+  default: held out, the H200 ranking's sure leaves kept templates up to 6.5x slower than cuBLAS on 6 of 92
+  GEMMs), that template alone is kept (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
   CUDA-graph replay; the template wins only by the aten margin. Templates are trusted only from an
   artifact trained on replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on
   per-call GPU timings, which favour templates on small GEMMs, gets aten alone, and so does a memory-bound
@@ -176,9 +176,10 @@ def kept_aten_choice(candidates: list[str]) -> str | None:
     """The aten choice fast mode keeps: ``extern_bias_addmm`` where Inductor offers it (an addmm whose bias
     is broadcast over rows), else Inductor's first aten candidate. ``extern_bias_addmm`` hands cuBLASLt the
     1-D bias, as max-autotune off's addmm does; ``extern_addmm`` gets the bias expanded to a 2-D stride-0
-    view, and where Inductor's per-call timing picked it, GPT-2 small and a ViT stepped 1.26-1.27x slower on
-    the H200. Inductor lists the two in opposite orders on torch 2.11 and 2.13, so the order is not relied on,
-    and fast mode never trades one aten choice for another on a ranking's word."""
+    view. Where Inductor's per-call timing chose among aten kernels alone, GPT-2 small and a ViT stepped
+    1.26-1.27x slower than off on the H200 (not isolated to the bias; a precaution). Inductor lists the two
+    in opposite orders on torch 2.11 and 2.13, so the order is not relied on, and fast mode never trades one
+    aten choice for another on a ranking's word."""
     if BIAS_ADDMM in candidates:
         return BIAS_ADDMM
     return next((c for c in candidates if is_aten_choice(c)), None)
@@ -231,7 +232,8 @@ def choose(
 def lone_template_share(confidence: float | None, cpu: bool) -> float:
     """The ranking share at which fast mode keeps a template alone: ``confidence`` when set (``AH_PLUGIN_CONFIDENCE``;
     never = infinity), else 0.8 on a CPU, whose artifacts come from the user's own program, and never on a
-    GPU (held out, the packaged H200 ranking's sure leaves named templates 1.5-2.3x slower than cuBLAS)."""
+    GPU (held out at 0.8, the packaged H200 recipe kept templates alone that ran 1.3-6.5x cuBLAS's time on 6
+    of 92 GEMMs: ``python -m torchgen_ah.evaluation.fast_heldout ... --confidence 0.8``)."""
     if confidence is not None:
         return confidence
     return CPU_CONFIDENCE if cpu else math.inf

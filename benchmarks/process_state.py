@@ -45,20 +45,34 @@ def markdown(model: str, runs: list[list[dict]], device: str, command: str, torc
              "row's action (actions accumulate down the table).", "",
              "| after | " + " | ".join(f"process {i + 1}: step ms (/ first)" for i in range(len(runs))) + " |",
              "| --- |" + " ---: |" * len(runs)]
-    phases = [r["phase"] for r in runs[0]]
-    for i, phase in enumerate(phases):
+    # actions accumulate, so rows keep a run's own order: the longest run's, then phases only others have
+    phases = [r["phase"] for r in max(runs, key=len)]
+    phases += [r["phase"] for rows in runs for r in rows if r["phase"] not in phases]
+    for phase in dict.fromkeys(phases):
         cells = []
         for rows in runs:
-            row = rows[i] if i < len(rows) and rows[i]["phase"] == phase else None
+            row = next((r for r in rows if r["phase"] == phase), None)
             cells.append("-" if row is None else f"{row['step_ms']:.4f} ({row['step_ms'] / rows[0]['step_ms']:.3f})")
         lines.append(f"| {phase} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def runs_from_json(path: str) -> tuple[list[list[dict]], dict]:
-    """The rows of every process a ``--json`` file holds (one line each), and the first line's facts."""
+    """The rows of every process a ``--json`` file holds (one line each), and the first line's facts;
+    ValueError naming the file and line for anything else."""
+    entries = []
     with open(path, encoding="utf-8") as f:
-        entries = [json.loads(line) for line in f if line.strip()]
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                if not (entry["rows"] and all({"phase", "step_ms"} <= set(r) for r in entry["rows"])):
+                    raise ValueError("a run without phases")
+                entry["model"], entry["device"], entry["torch"]  # noqa: B018 (the table's facts)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{lineno}: not a process_state run ({exc!r})") from None
+            entries.append(entry)
     if not entries:
         raise ValueError(f"{path}: no runs")
     return [e["rows"] for e in entries], entries[0]
@@ -81,7 +95,7 @@ def main(argv=None) -> int:
 
         try:
             runs, facts = runs_from_json(args.from_json)
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError) as exc:
             print(f"process_state: {exc}", file=sys.stderr)
             return 2
         command = "python benchmarks/process_state.py --model " + facts["model"] + " --json FILE (per process)"

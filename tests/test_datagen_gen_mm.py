@@ -114,6 +114,7 @@ def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tm
 
     assert records[0]["info"]["precompile_threads"] == usable_cores()
     assert records[0]["info"]["compile_threads"] == usable_cores()  # CPU workers keep Inductor's setting (the env)
+    assert records[0]["info"]["shape_padding"] is True  # Inductor's default: --shape-padding auto
     from torchgen_ah.data.ah_log import read_log
 
     parsed = read_log(str(log))
@@ -411,3 +412,19 @@ def test_a_replay_run_whose_log_says_per_call_is_reported(tmp_path, capsys):
         assert ("timed per call, not by CUDA-graph replay" in err) is warned, (meta, device, err)
         if warned:
             assert f"{log}:1:" in err
+
+
+@pytest.mark.slow
+def test_shape_padding_off_reaches_the_worker_and_its_journal(tmp_path):
+    """--shape-padding off switches Inductor's pad_mm pass off in the worker process itself (on a GPU the
+    unaligned GEMM is then autotuned and logged unpadded), and each input's journal entry says so."""
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("m,k,n,transpose_left,transpose_right,dtype,allow_tf32\n32,64,6,0,0,fp32,0\n")
+    log = tmp_path / "cpu.txt"
+    cmd = [sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--device", "cpu", "--shapes", str(shapes),
+           "-o", str(log), "--num-reps", "1", "--no-progress", "--warmup-reps", "0", "--shape-padding", "off"]
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_AUTOHEURISTIC_USE"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [record] = [json.loads(line) for line in open(f"{log}.progress.jsonl") if line.strip()]
+    assert record["status"] == "ok" and record["info"]["shape_padding"] is False

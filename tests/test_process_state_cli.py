@@ -43,3 +43,26 @@ def test_a_json_file_without_runs_is_refused_naming_it(tmp_path):
     empty.write_text("")
     proc = run("--from-json", str(empty), "--no-write")
     assert proc.returncode == 2 and f"{empty}: no runs" in proc.stderr
+    bad = tmp_path / "bad.json"
+    with open(COMMITTED, encoding="utf-8") as f:
+        first = f.readline()
+    bad.write_text(first + "{not json\n")
+    proc = run("--from-json", str(bad), "--no-write")
+    assert proc.returncode == 2 and f"{bad}:2: not a process_state run" in proc.stderr
+
+
+def test_runs_with_and_without_a_phase_share_one_table_by_phase_name(tmp_path):
+    with open(COMMITTED, encoding="utf-8") as f:
+        entry = json.loads(f.readline())
+    newer = dict(entry, rows=entry["rows"][:2] + [{"phase": "plain_compile", "step_ms": 0.5}] + entry["rows"][2:])
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps(entry) + "\n" + json.dumps(newer) + "\n")
+    proc = run("--from-json", str(mixed), "--no-write")
+    assert proc.returncode == 0, proc.stderr
+    table = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [line.split("|")[1].strip() for line in table] == \
+        ["first", "again", "plain_compile", "off_compile", "replay_aten", "fast_compile", "again_end"]
+    plain = next(line for line in table if line.startswith("| plain_compile"))
+    assert plain.split("|")[2].strip() == "-" and plain.split("|")[3].strip().startswith("0.5000")
+    off = next(line for line in table if line.startswith("| off_compile"))
+    assert off.split("|")[2].strip() == off.split("|")[3].strip()  # matched by name, not by position

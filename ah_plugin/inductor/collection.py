@@ -9,7 +9,8 @@ fresh autotuning in every repetition, and where candidates compile.
 * ``autotune_device_work_in_turn``: the autotuning steps that touch the GPU (example inputs, each
   candidate's output buffers) hold a lock, so a worker compiling outside its turn never runs work on a GPU
   another worker is timing on;
-* ``no_shape_padding``: unaligned GEMMs logged as they are (``gen_data_mm --shape-padding off``);
+* ``no_shape_padding`` / ``shape_padding_on``: unaligned GEMMs logged as they are (``gen_data_mm
+  --shape-padding off``), and what the journal says of it;
 * ``configure_for_collection``: every repetition re-benchmarks (result caches off) and no pass merges
   the independent mms of a batch;
 * ``compile_in_process`` / ``compile_pool_info``: candidates compile in the worker's own threads, not in
@@ -100,6 +101,11 @@ def no_shape_padding() -> None:
     """For the rest of this worker the pad_mm pass pads nothing, so an unaligned GEMM (128x768x2) is
     autotuned and logged as it is, not as its padded twin (``gen_data_mm --shape-padding off``)."""
     inductor_config.shape_padding = False
+
+
+def shape_padding_on() -> bool:
+    """Whether Inductor's pad_mm pass may pad in this process (what the journal records per input)."""
+    return bool(inductor_config.shape_padding)
 
 
 def check_turn_taking_hooks() -> None:

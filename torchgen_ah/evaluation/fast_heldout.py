@@ -46,9 +46,11 @@ def _load_class(path: str, name: str):
     return getattr(module, name)()
 
 
-def fast_outcome(ranked: list[tuple[str, float]], times: dict[str, float], margin: float) -> tuple[str, float]:
-    """(what fast mode keeps, the time it ends with) for one input, from its measured ``times``."""
-    kept = ranking.choose_fast(ranked, list(times), math.inf, trust_templates=True)
+def fast_outcome(ranked: list[tuple[str, float]], times: dict[str, float], margin: float,
+                 confidence: float = math.inf) -> tuple[str, float]:
+    """(what fast mode keeps, the time it ends with) for one input, from its measured ``times``;
+    ``confidence``: the share at which a template is kept alone (``AH_PLUGIN_CONFIDENCE``; never by default)."""
+    kept = ranking.choose_fast(ranked, list(times), confidence, trust_templates=True)
     if len(kept) == 1:
         return ("aten" if ranking.is_aten_choice(kept[0]) else "template alone"), times[kept[0]]
     timed = {c: times[c] for c in kept}
@@ -56,8 +58,18 @@ def fast_outcome(ranked: list[tuple[str, float]], times: dict[str, float], margi
     return ("template kept" if not ranking.is_aten_choice(pick) else "template timed, aten kept"), timed[pick]
 
 
-def evaluate(log_paths: list[str], alignment: bool, margin: float, grid: str = "sparse", log=print) -> list[dict]:
-    """One row per input of the logs: its fold, what fast mode kept there and the times."""
+def describe(features: dict) -> str:
+    """``MxKxN dtype LAYOUT`` of one logged input (layout from the operands' contiguity: N row-major,
+    T transposed), so that inputs differing only in layout are told apart."""
+    layout = "".join("N" if str(features[f"mat{i}_iscontig"]) == "True" else "T" for i in (1, 2))
+    dtype = str(features["mat1_dtype"]).replace("torch.", "")
+    return f"{features['m']}x{features['k']}x{features['n']} {dtype} {layout}"
+
+
+def evaluate(log_paths: list[str], alignment: bool, margin: float, grid: str = "sparse", log=print,
+             confidence: float = math.inf) -> list[dict]:
+    """One row per input of the logs that has a cuBLAS (``extern_mm``) time: its fold, what fast mode kept
+    there and the times."""
     table, _ = train_decision_mm.load_table(log_paths, log_stem(log_paths[0]))
     rows = []
     with tempfile.TemporaryDirectory(prefix="fast_heldout_") as tmp:
@@ -70,25 +82,27 @@ def evaluate(log_paths: list[str], alignment: bool, margin: float, grid: str = "
             for i in np.flatnonzero(held):
                 times = {c: float(t) for c, t in zip(table.choices, table.times[i])
                          if np.isfinite(t) and t > 0}
-                if ATEN not in times:
-                    continue
                 features = {k: v for k, v in table.features.iloc[i].items()}
-                kept, time = fast_outcome(artifact.rank(features), times, margin)
-                rows.append({"fold": fold, "input": f"{features['m']}x{features['k']}x{features['n']} "
-                                                    f"{str(features['mat1_dtype']).replace('torch.', '')}",
-                             "kept": kept, "us": time * 1000, "cublas_us": times[ATEN] * 1000,
-                             "best_us": min(times.values()) * 1000})
+                if ATEN not in times:
+                    log(f"fold {fold}: {describe(features)} left out: no {ATEN} time to compare with")
+                    continue
+                kept, time = fast_outcome(artifact.rank(features), times, margin, confidence)
+                rows.append({"fold": fold, "input": describe(features), "kept": kept, "us": time * 1000,
+                             "cublas_us": times[ATEN] * 1000, "best_us": min(times.values()) * 1000})
             log(f"fold {fold}: {int(held.sum())} inputs held out")
     return rows
 
 
-def markdown(rows: list[dict], command: str) -> str:
+def markdown(rows: list[dict], command: str, confidence: float = math.inf) -> str:
     vs_aten = [r["us"] / r["cublas_us"] for r in rows]
     vs_best = [r["us"] / r["best_us"] for r in rows]
     oracle = [min(r["cublas_us"], r["best_us"]) / r["cublas_us"] for r in rows]
     kinds = {k: sum(r["kept"] == k for r in rows) for k in sorted({r["kept"] for r in rows})}
+    how = ("each top template timed against aten" if math.isinf(confidence) else
+           f"a top template kept alone at a share of {confidence:g} or more, else timed against aten")
     lines = [f"Command: `{command}`", "",
-             f"{len(rows)} inputs, each held out once (5 folds by input). Fast mode's result over cuBLAS's time: "
+             f"{len(rows)} inputs, each held out once (5 folds by input); {how}. Fast mode's result over "
+             "cuBLAS's time: "
              f"geomean {geomean(vs_aten):.3f}x, worst {max(vs_aten):.3f}x, best {min(vs_aten):.3f}x; over the "
              f"log's best candidate: geomean {geomean(vs_best):.3f}x (the best candidate is "
              f"{geomean(oracle):.3f}x cuBLAS's on the geomean).", "",
@@ -111,18 +125,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="train the folds with the operands' alignment features (as the shipped H200 ranking)")
     parser.add_argument("--margin", type=float, default=Settings().aten_margin,
                         help="aten margin a template must beat (default: %(default)s, the plugin's)")
+    parser.add_argument("--confidence", type=float, default=math.inf,
+                        help="share at which a template is kept alone, untimed (AH_PLUGIN_CONFIDENCE; default: "
+                             "never, as on a GPU)")
     parser.add_argument("--out", default=None, help="folder for fast_heldout.md (default: print only)")
     args = parser.parse_args(argv)
     command = "python -m torchgen_ah.evaluation.fast_heldout " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
-        rows = evaluate(args.logs, args.alignment_features, args.margin, log=lambda m: print(m, file=sys.stderr))
+        rows = evaluate(args.logs, args.alignment_features, args.margin, log=lambda m: print(m, file=sys.stderr),
+                        confidence=args.confidence)
     except (OSError, ValueError, KeyError) as exc:
         print(f"fast_heldout: {exc}", file=sys.stderr)
         return 1
     if not rows:
         print(f"fast_heldout: {', '.join(args.logs)}: no input with a cuBLAS ({ATEN}) time", file=sys.stderr)
         return 1
-    text = markdown(rows, command)
+    text = markdown(rows, command, args.confidence)
     print(text)
     if args.out:
         os.makedirs(args.out, exist_ok=True)

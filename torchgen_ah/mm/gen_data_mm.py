@@ -405,7 +405,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
             if self.device == "cuda":
                 with held_or_nothing(lock):  # frees synchronize the device
                     torch.cuda.empty_cache()
-        info = {"compile_seconds": seconds, "batch": len(inputs), **collection.compile_pool_info()}
+        info = {"compile_seconds": seconds, "batch": len(inputs), **collection.compile_pool_info(),
+                "shape_padding": collection.shape_padding_on()}
         if lock is not None:
             info.update(lock.take_stats())
         return [dict(info) for _ in inputs]
