@@ -156,20 +156,17 @@ def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confide
     The aten choice kept is ``kept_aten_choice``'s, whatever the ranking says among aten choices."""
     today = set(candidates)
     ranked = [(choice, float(share)) for choice, share in ranking if choice in today]
-    off = kept_aten_choice(candidates)
-    aten = [off] if off is not None else []
+    aten = kept_aten_choice(candidates)
     if not ranked:
-        return aten[:1] or list(candidates[:1])
+        return [aten] if aten else list(candidates[:1])
     top, share = ranked[0]
-    if is_aten_choice(top):
-        return aten[:1]
-    if not aten:
+    if aten is None:
         return [top]
-    if not trust_templates:
-        return aten[:1]
+    if is_aten_choice(top) or not trust_templates:
+        return [aten]
     if share >= confidence:
         return [top]
-    return [top, aten[0]]
+    return [top, aten]
 
 
 def kept_aten_choice(candidates: list[str]) -> str | None:
