@@ -72,5 +72,9 @@ class ChoicePolicy(Protocol):
     #     """A recorded shape-padding decision for this input (request.op_name "pad_mm", "pad_addmm",
     #     "pad_bmm"; request.tensors the unpadded operands); None: let Inductor decide."""
     #
+    # def padding_opinion(self, unpadded, padded) -> bool | None:
+    #     """Whether to pad an mm/addmm nothing recorded a decision for, from two plain requests (op "mm" or
+    #     "addmm", no candidates): the GEMM as it is and as the pass would pad it; None: let Inductor decide."""
+    #
     # def on_padding_decision(self, request, pad: bool, time_ms: float) -> None:
     #     """Inductor benchmarked padding for this input and decided ``pad`` (time of the kept variant)."""

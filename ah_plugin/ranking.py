@@ -58,8 +58,12 @@ from ah_plugin.replay_timing import METHOD_REPLAY
 from ah_plugin.verbose_output import say
 
 # bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
-# 4: bias_addmm preferred among aten choices)
-RULES_VERSION = 4
+# 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way)
+RULES_VERSION = 5
+# fast mode leaves a GEMM unpadded only where the ranking's first template has at least this share, padded and
+# not: on the H200's unaligned GEMMs, the one where padding beat the best template (1024x1000x999: cuBLAS
+# padded at run time 13.9 us, the template 17.3) is one it ranked with no confidence (share 0)
+UNPADDED_TEMPLATE_SHARE = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +278,7 @@ class UseStats:
     kept: int = 0  # the candidates it kept
     without_ranking: int = 0  # of those answered, how many had no artifact ranking (fast mode: aten kept)
     l2_aten: int = 0  # fast mode: templates not timed on a memory-bound GEMM within L2 (l2_residency)
+    unpadded: int = 0  # fast mode: GEMMs left unpadded because a template is ranked first either way
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -403,8 +408,8 @@ class RankingPolicy:
             )
             return None
         trusted = trusts_templates(artifact, request.metadata)
-        if trusted and self.options.fast and self.options.l2_rule and any(is_aten_choice(c) for c in request.candidates) and \
-                l2_residency.replay_misjudges(feats, l2_residency.l2_bytes_for(request.metadata)):
+        if trusted and self.options.fast and any(is_aten_choice(c) for c in request.candidates) and \
+                self._l2_misjudged(feats, request.metadata):
             trusted = False  # memory-bound with its operands in L2: replay would time it from L2 (l2_residency)
             self.stats.l2_aten += 1
             if self.options.verbose:
@@ -419,6 +424,50 @@ class RankingPolicy:
 
     def on_timings(self, request, timings, untimed) -> None:
         return None
+
+    def padding_opinion(self, unpadded: AutotuneRequest, padded: AutotuneRequest) -> bool | None:
+        """Fast mode's shape-padding decision for a GEMM the pad_mm pass may pad: False (do not pad) when the
+        ranking puts a Triton template first, with a share of at least ``UNPADDED_TEMPLATE_SHARE``, both on
+        the GEMM as it is and on its padded twin. Padding exists
+        to put cuBLAS on its aligned path; a template reads unaligned operands as they are, so padding would
+        only add the copies, and the pass's own benchmark (cuBLAS padded against cuBLAS as it is, 1.1x apart
+        at the decision's edge) decides differently between runs of one program. None otherwise: the pass
+        decides (or a results cache's recorded decision). The ranking's first choice is read whether or not
+        Inductor will offer it today (the pass runs before the autotuning)."""
+        if not (self.options.enabled and self.options.fast) or \
+                (self.ops is not None and unpadded.op_name not in self.ops):
+            return None
+        if not (self._template_first(unpadded) and self._template_first(padded)):
+            return None
+        self.stats.unpadded += 1
+        if self.options.verbose:
+            sizes = "x".join(str(unpadded.features.get(k)) for k in ("m", "k", "n"))
+            _say(f"ah_plugin: {unpadded.op_name} {sizes}: a template ranked first padded or not, not padded")
+        return False
+
+    def _template_first(self, request: AutotuneRequest) -> bool:
+        """Whether fast mode would time a template on this input: the artifact's first choice is a template
+        with a share of at least ``UNPADDED_TEMPLATE_SHARE``, templates are trusted, and the L2 rule does not
+        keep aten. Records nothing (no stats, no fallback)."""
+        artifact = self.artifact_for(request.op_name, request.metadata)
+        if artifact is None:
+            return False
+        feats = request.features
+        if artifact.op_name != request.op_name:
+            view = features.mm_view(request.op_name, request.features, request.metadata)
+            if view is None:
+                return False
+            feats = view[0]
+        try:
+            ranking = artifact.rank(feats)
+        except artifact_loader.ArtifactError:
+            return False
+        return bool(ranking) and not is_aten_choice(ranking[0][0]) and ranking[0][1] >= UNPADDED_TEMPLATE_SHARE and \
+            trusts_templates(artifact, request.metadata) and not self._l2_misjudged(feats, request.metadata)
+
+    def _l2_misjudged(self, feats: dict, metadata: dict) -> bool:
+        """The L2 rule is on and replay would time this GEMM from L2 (``l2_residency``)."""
+        return self.options.l2_rule and l2_residency.replay_misjudges(feats, l2_residency.l2_bytes_for(metadata))
 
     # -- data ---------------------------------------------------------------------------------------
 

@@ -14,10 +14,11 @@
 #                                            generated code kept; AB_COPIES (1) compiles each variant that many
 #                                            times, AB_VARIANTS (all) picks them, e.g. AB_VARIANTS=off,fast
 #                                            AB_COPIES=3
-#   PART=state bash gpu_jobs/fast_mode.sh    STATE_MODEL (llama_decode) compiled with max-autotune off in each of
-#                                            STATE_PROCS (3) fresh processes, its step timed again after each
-#                                            thing the process does next (benchmarks/process_state.py; about 45 s
-#                                            a process on an H200)
+#   PART=state bash gpu_jobs/fast_mode.sh    STATE_MODEL (llama_decode) compiled in STATE_PROCS (3) rounds of
+#                                            fresh processes, one per entry of STATE_FIRSTS (off; off,fast: a
+#                                            max-autotune off and a fast-mode process each round), its step
+#                                            timed again after each thing the process does next
+#                                            (benchmarks/process_state.py; about 45 s a process on an H200)
 #   PART=checks bash gpu_jobs/fast_mode.sh   every GPU test, single GEMMs (compile and kernel time per mode on
 #                                            the first SHAPES evaluation shapes, the timing methods' picks) and
 #                                            the results cache's record/hit runs (CHECKS= a subset of
@@ -44,8 +45,11 @@ if [ "$PART" = ab ]; then
   done
   bash gpu_jobs/run_batch.sh "${steps[@]}"
 elif [ "$PART" = state ]; then
+  # STATE_FIRSTS: how each round's processes compile the model (off, fast), interleaved round by round
+  firsts=$(echo "${STATE_FIRSTS:-off}" | tr , ' ')
+  nfirsts=$(echo $firsts | wc -w)
   bash gpu_jobs/run_batch.sh \
-    "state:$(( ${STATE_PROCS:-3} * 75 + 15 )):for i in \$(seq ${STATE_PROCS:-3}); do python3 benchmarks/process_state.py --model ${STATE_MODEL:-llama_decode} --json \$OUT/process_state.json --no-write || exit 1; done; python3 benchmarks/process_state.py --from-json \$OUT/process_state.json --results \$OUT/RESULTS.md"
+    "state:$(( ${STATE_PROCS:-3} * nfirsts * 75 + 15 )):for i in \$(seq ${STATE_PROCS:-3}); do for first in $firsts; do env \$( [ \$first = fast ] && echo TORCHINDUCTOR_AUTOHEURISTIC_USE=mm ) python3 benchmarks/process_state.py --model ${STATE_MODEL:-llama_decode} --first \$first --json \$OUT/process_state.json --no-write || exit 1; done; done; python3 benchmarks/process_state.py --from-json \$OUT/process_state.json --results \$OUT/RESULTS.md"
 elif [ "$PART" = models ]; then
   bash gpu_jobs/run_batch.sh \
     "models:$(python3 -c "print(int($MODELS_MIN * 60 + 15))"):python3 -m torchgen_ah.e2e_models --models ${MODELS:-gpt2,vit,llama_prefill,llama_decode,vit_train} --modes $MODES --reps ${REPS:-3} ${ONCE:+--once $ONCE} --run-timeout ${RUN_TIMEOUT:-110} --max-minutes $MODELS_MIN --out \$OUT/e2e --results \$OUT/RESULTS.md; rm -rf \$OUT/e2e/*/rep*/caches_*"

@@ -47,6 +47,8 @@ for m, k, n in spec["shapes"]:
     res, codes = run_and_get_code(f, a, b)
     out["matches"].append(bool(torch.allclose(res.float(), (a @ b).float(), rtol=2e-2, atol=2e-1)))
     out["aten_calls"].append(any("extern_kernels.mm(" in code for code in codes))
+    padded_n = n + (-n) % 8  # a padded (k, n) operand in the generated code: the pad_mm pass padded it
+    out.setdefault("padded", []).append(n != padded_n and any(f"({k}, {padded_n})" in code for code in codes))
 out["records"] = [r for r in records if r.get("op", "mm") == "mm"]
 out["status"] = {k: (v if isinstance(v, (int, float, str, list)) else str(v))
                  for k, v in ah_plugin.status().items()}
@@ -127,3 +129,28 @@ def test_results_cache_records_and_replays_padding(tmp_path):
     hit = _child(tmp_path, "hit", {"shapes": shapes}, AH_TUNABLE_TUNING="0", **env)
     assert record["matches"] == hit["matches"] == [True]
     assert all(r["timed"] == [] for r in hit["records"]), hit["records"]
+
+
+def test_fast_mode_leaves_a_gemm_unpadded_where_a_template_runs_either_way(tmp_path):
+    """128x768x2: the packaged ranking puts a template first on it and on its padded twin 128x768x8, so fast
+    mode does not pad it, in every process (the pass's own benchmark decided differently between runs), and
+    times the template against cuBLAS on the GEMM as it is."""
+    for name in ("first", "second"):
+        result = _child(tmp_path, name, {"shapes": [[128, 768, 2]]}, TORCHINDUCTOR_AUTOHEURISTIC_USE="mm",
+                        AH_TUNABLE_ENABLED="0")
+        assert result["matches"] == [True]
+        assert result["padded"] == [False], result
+        assert any(r["timed"] for r in result["records"]), result["records"]
+
+
+def test_replay_timing_captures_on_the_cuda_graph_trees_stream():
+    """Replay timing runs its captures on the side stream Inductor's CUDA-graph trees record on: other
+    side-stream work slows a compiled model's CUDA graph for the rest of the process (5% on the decoder)."""
+    from torch._inductor import cudagraph_trees
+
+    from ah_plugin import replay_timing
+
+    a = torch.randn(64, 64, device="cuda")
+    assert replay_timing.replay_time_ms(lambda: a @ a) > 0
+    tree_stream = cudagraph_trees.get_manager(torch.cuda.current_device()).stream
+    assert replay_timing._capture_stream(torch) == tree_stream

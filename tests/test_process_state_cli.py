@@ -66,3 +66,28 @@ def test_runs_with_and_without_a_phase_share_one_table_by_phase_name(tmp_path):
     assert plain.split("|")[2].strip() == "-" and plain.split("|")[3].strip().startswith("0.5000")
     off = next(line for line in table if line.startswith("| off_compile"))
     assert off.split("|")[2].strip() == off.split("|")[3].strip()  # matched by name, not by position
+
+
+def test_an_unknown_phase_is_refused_before_any_gpu_work():
+    proc = run("--phases", "again,side_stream,warp_drive", "--no-write", env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    assert proc.returncode == 2 and "unknown phase warp_drive" in proc.stderr
+
+
+def test_off_and_fast_processes_with_their_explaining_fields(tmp_path):
+    """Each process is labelled by how it compiled the model; the fields beside the step (the model's graph
+    replayed alone, ...) get a table each, with "-" where an older run did not record them."""
+    with open(COMMITTED, encoding="utf-8") as f:
+        old = json.loads(f.readline())
+    rows = [{"phase": "first", "step_ms": 0.46, "graph_ms": 0.45, "nogc_ms": 0.46, "host_us": 300.0,
+             "gc_objects": 1000, "graph_functions": 1},
+            {"phase": "side_add", "step_ms": 0.48, "graph_ms": 0.47, "nogc_ms": 0.48, "host_us": 310.0,
+             "gc_objects": 1000, "graph_functions": 1}]
+    new = dict(old, first="fast", rows=rows)
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(old) + "\n" + json.dumps(new) + "\n")
+    proc = run("--from-json", str(path), "--no-write")
+    assert proc.returncode == 0, proc.stderr
+    assert "| after | process 1 (off) | process 2 (fast) |" in proc.stdout
+    graph_table = proc.stdout.split("The model's CUDA graph replayed alone")[1]
+    side = next(line for line in graph_table.splitlines() if line.startswith("| side_add"))
+    assert side.split("|")[2].strip() == "-" and side.split("|")[3].strip() == "0.4700 (1.044)"

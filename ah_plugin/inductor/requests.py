@@ -143,9 +143,15 @@ def tf32_enabled() -> bool:
 def build_request(op_name: str, nodes, candidates: list[str], stage: str, timing: str | None = None) -> AutotuneRequest:
     """An AutotuneRequest from Inductor input nodes (plain data from here on). ``timing``: the method the
     candidates are timed with in this autotuning (None: not timed, or Inductor's own)."""
-    tensors = [node_description(n) for n in nodes]
+    return described_request(op_name, [node_description(n) for n in nodes], nodes[0].get_device(), candidates,
+                             stage, timing)
+
+
+def described_request(op_name: str, tensors: list[dict], device, candidates: list[str], stage: str,
+                      timing: str | None = None) -> AutotuneRequest:
+    """An AutotuneRequest from plain tensor descriptions (``size``, ``stride``, ``dtype``) on ``device``."""
     feats, num, cat = features.op_features(op_name, tensors, tf32_enabled())
-    info = device_metadata(nodes[0].get_device())
+    info = device_metadata(device)
     meta = features.metadata(op_name, num, cat, info["device_capa"], info["shared_memory"], info["device_name"],
                              timing=timing)
     return AutotuneRequest(

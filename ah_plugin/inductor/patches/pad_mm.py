@@ -9,9 +9,11 @@ padded shape's key and re-tuned it. While the plugin is on:
 * ``get_do_bench`` returns the plugin's CUDA-graph replay timing when that is the timing method
   (``AH_PLUGIN_TIMING``), so the decision rests on the times a compiled model sees;
 * ``should_pad`` first asks the policies for a recorded decision (``padding_decision(request)``: the
-  results cache answers from a ``pad_mm``/``pad_addmm``/``pad_bmm`` row), and after a benchmarked
-  decision tells them (``on_padding_decision(request, pad, time_ms)``) so the cache records it. A
-  recorded decision is applied only where the pass says the input *can* be padded.
+  results cache answers from a ``pad_mm``/``pad_addmm``/``pad_bmm`` row), then, for an mm or addmm, for
+  an opinion from what they would keep on the GEMM as it is and padded (``padding_opinion(unpadded,
+  padded)``: fast mode leaves a GEMM unpadded where a template is ranked first either way), and after a
+  benchmarked decision tells them (``on_padding_decision(request, pad, time_ms)``) so the cache records
+  it. A decision to pad is applied only where the pass says the input *can* be padded.
 
 Checked on torch 2.11 and 2.13 (``pad_mm.should_pad(match, mat1, mat2, op, input=None)``, ``can_pad``,
 ``get_do_bench()``, ``is_padded_faster(key, ori_time, pad_time)``, all called through module globals).
@@ -27,7 +29,7 @@ from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 from ... import registry
 from ...policy import AutotuneRequest
 from ...replay_timing import METHOD_REPLAY, replay_time_ms
-from ..requests import tf32_enabled
+from ..requests import described_request, tf32_enabled
 
 PAD_OPS = {"mm": "pad_mm", "addmm": "pad_addmm", "bmm": "pad_bmm"}
 _NAMES = ("should_pad", "get_do_bench", "is_padded_faster")
@@ -71,6 +73,52 @@ def _asked(request: AutotuneRequest):
     return None
 
 
+def padded_descriptions(op, mat1, mat2, input=None) -> tuple[list[dict], list[dict]] | None:
+    """(as it is, padded) descriptions of an mm's or addmm's operands (addmm: bias first), padded as the
+    pass pads them: each dimension up to its dtype's alignment, the padded copies row-major. None for
+    bmm, sizes that are not plain integers, or nothing to pad."""
+    name = _op_name(op)
+    if name not in ("mm", "addmm") or mat1.dim() != 2 or mat2.dim() != 2:
+        return None
+    try:
+        (m, k), n = (int(s) for s in mat1.shape), int(mat2.shape[1])
+        described = [_describe(t) for t in ((input, mat1, mat2) if name == "addmm" else (mat1, mat2))]
+    except (TypeError, ValueError):  # symbolic sizes: the pass does not pad them either
+        return None
+    align1, align2 = pad_mm_pass.get_alignment_size(mat1), pad_mm_pass.get_alignment_size(mat2)
+    mp = m + pad_mm_pass.get_padded_length(m, align1)
+    kp = k + pad_mm_pass.get_padded_length(k, align1)
+    np_ = n + pad_mm_pass.get_padded_length(n, align2)
+    if (mp, kp, np_) == (m, k, n):
+        return None
+    padded = [{"size": [mp, kp], "stride": [kp, 1], "dtype": str(mat1.dtype)},
+              {"size": [kp, np_], "stride": [np_, 1], "dtype": str(mat2.dtype)}]
+    if name == "addmm":
+        bias = described[0]
+        if len(bias["size"]) == 1:
+            padded.insert(0, {"size": [np_], "stride": [1], "dtype": bias["dtype"]})
+        else:
+            row_stride = 0 if bias["stride"][0] == 0 else np_
+            padded.insert(0, {"size": [mp, np_], "stride": [row_stride, 1], "dtype": bias["dtype"]})
+    return described, padded
+
+
+def _opinion(op, mat1, mat2, input=None) -> bool | None:
+    """The first policy's ``padding_opinion`` on this GEMM as it is and padded, or None."""
+    pair = padded_descriptions(op, mat1, mat2, input)
+    if pair is None:
+        return None
+    name = _op_name(op)
+    unpadded, padded = (described_request(name, tensors, mat1.device, [], "padding") for tensors in pair)
+    for policy in registry.policies_for(name):
+        if getattr(policy, "padding_opinion", None) is None:
+            continue
+        answer = registry.call_policy(policy, "padding_opinion", unpadded, padded)
+        if answer is not None and answer is not registry.FAILED:
+            return bool(answer)
+    return None
+
+
 def _tell(request: AutotuneRequest, pad: bool, time_ms: float) -> None:
     for policy in registry.policies_for(request.op_name):
         if getattr(policy, "on_padding_decision", None) is not None:
@@ -90,6 +138,13 @@ def _should_pad(match, mat1, mat2, op, input=None):
     if recorded is not None and pad_mm_pass.can_pad(mat1, mat2, op, input):
         registry.verbose(f"{request.op_name}: recorded decision {'pad' if recorded else 'no pad'}")
         return recorded
+    try:
+        opinion = _opinion(op, mat1, mat2, input) if recorded is None else None
+    except Exception as exc:  # an opinion is optional: never break the pass for it
+        registry.warn_once(("pad_opinion", type(exc)), f"ah_plugin: no padding opinion asked ({exc!r})")
+        opinion = None
+    if opinion is False or (opinion and pad_mm_pass.can_pad(mat1, mat2, op, input)):
+        return opinion
     token = _measured.set([])
     try:
         decision = original(match, mat1, mat2, op, input)
