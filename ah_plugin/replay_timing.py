@@ -42,22 +42,31 @@ class ReplayTimingError(RuntimeError):
 
 
 def _capture_stream(torch):
-    """The stream every capture runs on (graph capture cannot use the default stream): the side stream of
-    Inductor's CUDA-graph trees for this device (made here when no compiled function has made it yet), so
-    that a process that times kernels by replay and then runs ``mode="reduce-overhead"`` code has used no
-    other stream. On an H200, once work has run on one more stream than that, a compiled model's CUDA graph
-    replays about 5% slower for the rest of the process (the decoder at decode: 0.434 against 0.454 ms,
-    ``benchmarks/process_state.py`` phases ``side_add`` and ``tree_stream_add``). A new stream where the
-    trees are not reachable."""
+    """The stream every capture runs on (graph capture cannot use the default stream).
+
+    The side stream of this thread's Inductor CUDA-graph trees for this device where they exist, or where
+    the compile under way uses CUDA graphs (``triton.cudagraphs``: the trees are then made here, as the
+    compiled model's first call would make them); else a stream of our own, made once. On an H200, GPU
+    work on a side stream after a model's CUDA graph was recorded slows that graph by about 5% for the rest
+    of the process (the decoder at decode, replayed alone: 0.433 against 0.455 ms; the trees' own stream
+    too), and a fast-mode process whose captures ran on a stream of their own before the decoder's graph
+    was recorded stepped 1.059x off's, against 0.984x with them on the trees' stream
+    (``benchmarks/process_state.py``; RESULTS.md ``process_state_llama_decode``, ``e2e_decode_replay_stream``).
+    The trees are remade after ``torch._dynamo.reset()`` or once no compiled function holds them, with a new
+    stream."""
     device = torch.cuda.current_device()
     try:
+        from torch._inductor import config as inductor_config
         from torch._inductor import cudagraph_trees
 
-        return cudagraph_trees.get_manager(device).stream
-    except Exception:  # not this torch's layout: a stream of our own, made once
-        if device not in _streams:
-            _streams[device] = torch.cuda.Stream()
-        return _streams[device]
+        manager = cudagraph_trees.get_manager(device, create_if_none_exists=bool(inductor_config.triton.cudagraphs))
+        if manager is not None:
+            return manager.stream
+    except Exception:  # not this torch's layout: a stream of our own
+        pass
+    if device not in _streams:
+        _streams[device] = torch.cuda.Stream()
+    return _streams[device]
 
 
 _streams: dict = {}

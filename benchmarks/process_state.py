@@ -3,10 +3,11 @@
     python benchmarks/process_state.py --model llama_decode [--first off|fast] [--windows 20] [--json OUT.json]
     python benchmarks/process_state.py --from-json OUT.json    (the table of every process in OUT.json)
 
-Fast mode and max-autotune off compile the decoder at decode to the same kernels, and in one process
-(``benchmarks/step_ab.py``) they step alike, yet fast mode's fresh processes step about 5% slower than off's,
-and in step_ab's process every variant, off included, steps about as slowly as fast mode's own processes.
-So the process's history, not the generated code, may be what differs. Here one process compiles the model
+A compiled model's step can depend on what else its process did, not only on its generated code: fast
+mode and max-autotune off compile the decoder at decode to the same kernels, yet fast mode's fresh processes
+stepped about 5% slower than off's while its replay timing captured on a stream of its own (on the H200, GPU
+work on a side stream after a model's CUDA graph was recorded slows that graph by about 5% for the rest of the
+process; RESULTS.md ``process_state_llama_decode``). Here one process compiles the model
 (``--first off``: as max-autotune off does, ``mode="reduce-overhead"`` with the plugin off; ``--first fast``:
 ``mode="max-autotune"`` with the plugin as the environment sets it, as a fast-mode process does), times its
 step, then does one thing at a time and times the same compiled step again:

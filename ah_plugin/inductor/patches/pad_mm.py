@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextvars
 
 import torch
+from torch._inductor import config as inductor_config
 from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 
 from ... import registry
@@ -45,6 +46,13 @@ def _op_name(op) -> str | None:
     return None
 
 
+def _static(*tensors) -> bool:
+    """Every size and stride a plain integer: ``int()`` of a symbolic one would specialize the graph on it
+    (a guard, a recompile for the next size), and the pass does not pad symbolic sizes."""
+    return all(not isinstance(v, torch.SymInt) for t in tensors if t is not None
+               for v in (*t.shape, *t.stride()))
+
+
 def _describe(tensor) -> dict:
     return {"size": [int(s) for s in tensor.shape], "stride": [int(s) for s in tensor.stride()],
             "dtype": str(tensor.dtype)}
@@ -53,7 +61,7 @@ def _describe(tensor) -> dict:
 def padding_request(op, mat1, mat2, input=None) -> AutotuneRequest | None:
     """The plain-data request of one padding decision (None for an op the pass does not pad)."""
     name = _op_name(op)
-    if name is None:
+    if name is None or not _static(input, mat1, mat2):
         return None
     tensors = [_describe(t) for t in ((input, mat1, mat2) if name == "addmm" else (mat1, mat2))]
     tf32 = mat1.dtype == torch.float32 and tf32_enabled()
@@ -75,16 +83,14 @@ def _asked(request: AutotuneRequest):
 
 def padded_descriptions(op, mat1, mat2, input=None) -> tuple[list[dict], list[dict]] | None:
     """(as it is, padded) descriptions of an mm's or addmm's operands (addmm: bias first), padded as the
-    pass pads them: each dimension up to its dtype's alignment, the padded copies row-major. None for
-    bmm, sizes that are not plain integers, or nothing to pad."""
+    pass pads them: each dimension up to its dtype's alignment, the padded copies row-major, the bias only
+    along its dimensions that are not 1 (it broadcasts). None for bmm, symbolic sizes, or nothing to pad."""
     name = _op_name(op)
-    if name not in ("mm", "addmm") or mat1.dim() != 2 or mat2.dim() != 2:
+    if name not in ("mm", "addmm") or mat1.dim() != 2 or mat2.dim() != 2 or \
+            (name == "addmm" and input is None) or not _static(input, mat1, mat2):
         return None
-    try:
-        (m, k), n = (int(s) for s in mat1.shape), int(mat2.shape[1])
-        described = [_describe(t) for t in ((input, mat1, mat2) if name == "addmm" else (mat1, mat2))]
-    except (TypeError, ValueError):  # symbolic sizes: the pass does not pad them either
-        return None
+    (m, k), n = (int(s) for s in mat1.shape), int(mat2.shape[1])
+    described = [_describe(t) for t in ((input, mat1, mat2) if name == "addmm" else (mat1, mat2))]
     align1, align2 = pad_mm_pass.get_alignment_size(mat1), pad_mm_pass.get_alignment_size(mat2)
     mp = m + pad_mm_pass.get_padded_length(m, align1)
     kp = k + pad_mm_pass.get_padded_length(k, align1)
@@ -94,19 +100,39 @@ def padded_descriptions(op, mat1, mat2, input=None) -> tuple[list[dict], list[di
     padded = [{"size": [mp, kp], "stride": [kp, 1], "dtype": str(mat1.dtype)},
               {"size": [kp, np_], "stride": [np_, 1], "dtype": str(mat2.dtype)}]
     if name == "addmm":
-        bias = described[0]
-        if len(bias["size"]) == 1:
-            padded.insert(0, {"size": [np_], "stride": [1], "dtype": bias["dtype"]})
-        else:
-            row_stride = 0 if bias["stride"][0] == 0 else np_
-            padded.insert(0, {"size": [mp, np_], "stride": [row_stride, 1], "dtype": bias["dtype"]})
+        padded.insert(0, _padded_bias(described[0], mp, np_))
     return described, padded
 
 
+def _padded_bias(bias: dict, mp: int, np_: int) -> dict:
+    """The bias as ``pad_addmm`` leaves it: a dimension of size 1 broadcasts and is not padded; a padded
+    bias is a new row-major tensor; one that needs no padding keeps its layout."""
+    size, stride = list(bias["size"]), list(bias["stride"])
+    targets = {1: [np_], 2: [mp, np_]}.get(len(size))
+    if targets is None:
+        return dict(bias)
+    new_size = [t if s != 1 else s for s, t in zip(size, targets)]
+    if new_size == size:
+        return dict(bias)
+    new_stride = [new_size[1], 1] if len(new_size) == 2 else [1]
+    return {"size": new_size, "stride": new_stride, "dtype": bias["dtype"]}
+
+
+def _templates_possible() -> bool:
+    """This compile can run a Triton template for a GEMM (max-autotune with the Triton backend) and the
+    user did not force padding: only then may fast mode leave a GEMM unpadded for a template."""
+    backends = {b.strip().upper() for b in str(inductor_config.max_autotune_gemm_backends).split(",")}
+    return bool(inductor_config.max_autotune or inductor_config.max_autotune_gemm) and "TRITON" in backends \
+        and not inductor_config.force_shape_pad
+
+
 def _opinion(op, mat1, mat2, input=None) -> bool | None:
-    """The first policy's ``padding_opinion`` on this GEMM as it is and padded, or None."""
+    """The first policy's ``padding_opinion`` on this GEMM as it is and padded, or None (also where the pass
+    could not pad it, or this compile runs no template)."""
+    if not _templates_possible():
+        return None
     pair = padded_descriptions(op, mat1, mat2, input)
-    if pair is None:
+    if pair is None or not pad_mm_pass.can_pad(mat1, mat2, op, input):
         return None
     name = _op_name(op)
     unpadded, padded = (described_request(name, tensors, mat1.device, [], "padding") for tensors in pair)
@@ -143,7 +169,7 @@ def _should_pad(match, mat1, mat2, op, input=None):
     except Exception as exc:  # an opinion is optional: never break the pass for it
         registry.warn_once(("pad_opinion", type(exc)), f"ah_plugin: no padding opinion asked ({exc!r})")
         opinion = None
-    if opinion is False or (opinion and pad_mm_pass.can_pad(mat1, mat2, op, input)):
+    if opinion is not None:  # asked only where the pass can pad
         return opinion
     token = _measured.set([])
     try:
