@@ -310,6 +310,15 @@ class StaleReport:
         }
 
 
+def artifact_features(artifact, request: AutotuneRequest) -> dict | None:
+    """The features ``artifact`` ranks ``request`` by: its own, or the mm view of an addmm that an mm
+    artifact ranks (borrowed); None when the input has no such view."""
+    if artifact.op_name == request.op_name:
+        return request.features
+    view = features.mm_view(request.op_name, request.features, request.metadata)
+    return None if view is None else view[0]
+
+
 class RankingPolicy:
     """``ChoicePolicy`` of use mode (see ``ah_plugin.policy``).
 
@@ -382,14 +391,11 @@ class RankingPolicy:
         if artifact is None:
             return None
         borrowed = artifact.op_name != request.op_name  # an mm artifact ranking addmm
-        feats = request.features
-        if borrowed:
-            view = features.mm_view(request.op_name, request.features, request.metadata)
-            if view is None:
-                self._fallback(request.op_name, f"no mm view of this input for {artifact.name}",
-                               f"features: {list(request.features)}")
-                return None
-            feats = view[0]
+        feats = artifact_features(artifact, request)
+        if feats is None:
+            self._fallback(request.op_name, f"no mm view of this input for {artifact.name}",
+                           f"features: {list(request.features)}")
+            return None
         try:
             ranking = artifact.rank(feats)
         except artifact_loader.ArtifactError as exc:
@@ -452,12 +458,9 @@ class RankingPolicy:
         artifact = self.artifact_for(request.op_name, request.metadata)
         if artifact is None:
             return False
-        feats = request.features
-        if artifact.op_name != request.op_name:
-            view = features.mm_view(request.op_name, request.features, request.metadata)
-            if view is None:
-                return False
-            feats = view[0]
+        feats = artifact_features(artifact, request)
+        if feats is None:
+            return False
         try:
             ranking = artifact.rank(feats)
         except artifact_loader.ArtifactError:
