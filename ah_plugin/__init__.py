@@ -128,6 +128,7 @@ def install(
     confidence: float | None = None,
     tune_non_gemm: bool | None = None,
     l2_rule: bool | None = None,
+    compile_once: bool | None = None,
 ) -> None:
     """Switch the plugin on for this process.
 
@@ -137,7 +138,8 @@ def install(
     default) or "per_call" (Inductor's own). confidence: the ranking share at which fast mode keeps a
     template alone, or "never" (default: 0.8 on a CPU, never on a GPU). tune_non_gemm: in fast and quality
     modes, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md). l2_rule: False lets
-    fast mode time templates on memory-bound GEMMs within L2 too (docs/fast_mode.md).
+    fast mode time templates on memory-bound GEMMs within L2 too (docs/fast_mode.md). compile_once: False
+    lets a benchmarked template that wins compile a second time under a unique name (docs/fast_mode.md).
     The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
     wins over the argument. Calling ``install`` again replaces the previous arguments.
     """
@@ -160,6 +162,7 @@ def install(
         confidence=confidence,
         tune_non_gemm=tune_non_gemm,
         l2_rule=l2_rule,
+        compile_once=compile_once,
     )
     inductor.install()
     _sync_policies()
@@ -199,7 +202,8 @@ def enabled(**kwargs):
 def status() -> dict:
     """Whether the hooks are in, the effective settings, the policies asked (in order), and what each of
     ours did: ``collect_stats`` (inputs and rows logged), ``use_stats`` (choices offered and kept),
-    ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``."""
+    ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``, ``compile_once`` (template
+    kernels of compiled graphs that run the kernel their autotuning compiled, and those that do not)."""
     from . import cpu_gemm, registry, settings
 
     inductor = sys.modules.get("ah_plugin.inductor")  # not imported: the plugin was never switched on
@@ -217,6 +221,8 @@ def status() -> dict:
 
         out["cache_stats"] = tunable.get_stats()
     out["cpu_gemms_not_autotuned"] = cpu_gemm.counts["not_autotuned"]
+    once = sys.modules.get("ah_plugin.inductor.patches.compile_once")
+    out["compile_once"] = dict(once.counts) if once is not None else {"reused": 0, "unmatched": 0}
     return out
 
 

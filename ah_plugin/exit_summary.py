@@ -26,6 +26,9 @@ def summary_line(status: dict) -> str:
     parts = [part for part in (_collect_part(status.get("collect_stats"), current.collect),
                                _use_part(status.get("use_stats"), current.use),
                                _cache_part(status.get("cache_stats"))) if part]
+    reused = status.get("compile_once", {}).get("reused", 0)
+    if reused:
+        parts.append(f"{_plural(reused, 'kept template')} compiled once (the autotuning's binary reused)")
     skipped = status.get("cpu_gemms_not_autotuned", 0)
     if skipped:
         parts.append(f"{_plural(skipped, 'CPU GEMM')} not autotuned by Inductor (freezing off or not under no_grad)")

@@ -25,7 +25,7 @@ from torch._inductor import select_algorithm
 
 from .. import registry
 from . import autotune, choices
-from .patches import benchmarker, builtin_autoheuristic, mode_options, pad_mm
+from .patches import benchmarker, builtin_autoheuristic, compile_once, mode_options, pad_mm
 from .requests import build_request, caller_ids, default_log_path, ktc_ids
 
 _state = {"callbacks": False, "installed": False, "nonce": _uuid.uuid4().hex}
@@ -55,6 +55,11 @@ def _mode_plan():
             "no_fusion_benchmark": current.skip_fusion_benchmark, "verbose": current.verbose}
 
 
+def _compile_once() -> bool:
+    current = autotune._current_settings() if _state["installed"] else None
+    return current is not None and current.compile_once
+
+
 def _timing():
     current = autotune._current_settings()
     return current.timing if current is not None else None
@@ -76,6 +81,7 @@ def install() -> None:
     builtin_autoheuristic.install(_handled_ops)
     pad_mm.install(_acting, _timing)
     mode_options.install(_mode_plan)
+    compile_once.install(_acting, _compile_once)
     choices.install(inductor_config, _state["nonce"])
     _state["installed"] = True
 
@@ -87,6 +93,7 @@ def uninstall() -> None:
     builtin_autoheuristic.uninstall()
     pad_mm.uninstall()
     mode_options.uninstall()
+    compile_once.uninstall()
     benchmarker.uninstall()
     choices.uninstall(inductor_config)
     _state["installed"] = False

@@ -28,7 +28,7 @@ from .. import aten_margin, cpu_gemm, registry, settings
 from ..policy import AutotuneRequest
 from ..replay_timing import METHOD_REPLAY
 from . import numerical_check, wide_space
-from .patches import benchmarker, selector_frame
+from .patches import benchmarker, compile_once, selector_frame
 from .requests import build_request, caller_ids, is_extern_caller, ktc_ids
 
 ID_ANNOTATION = "ah_plugin_id"
@@ -161,6 +161,8 @@ def _planned(choices, request: AutotuneRequest, policies, device_type: str, curr
     """Put the benchmark plan (timing method, limits) on the candidates that will be benchmarked."""
     if len(choices) < 2:
         return choices  # nothing is benchmarked
+    if current.compile_once and request.op_name not in current.collect_ops:
+        compile_once.remember(choices)  # not collecting: a few templates per GEMM, one of which may win
     plan = benchmarker.Plan(timing=timing_method(device_type, current), limits=_limits(request, policies))
     if plan.timing is None and plan.limits is None:
         return choices

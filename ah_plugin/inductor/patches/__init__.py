@@ -7,4 +7,5 @@ preprocessing functions and feedback savers); docs/inductor_versions.md has the 
 - ``selector_frame``: reads the op name and inputs of the autotuning a preprocessing function serves.
 - ``pad_mm``: decides shape padding with replay timing, and records/replays the decision.
 - ``mode_options``: in fast mode, narrows ``mode="max-autotune"`` to GEMM autotuning.
+- ``compile_once``: a benchmarked template that wins reuses the binary its autotuning compiled.
 """
