@@ -152,20 +152,10 @@ def _copy_sources(inductor_dir: str, dest: str) -> None:
 
 def read_rows(path: str) -> list:
     """The reports of a ``--json`` file; ValueError naming the file and line of a bad one."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                missing = {"variant", "rep", "compile_s", "benchmark_binaries", "graph_template_binaries",
-                           "worst_relative_error"} - set(row)
-            except (json.JSONDecodeError, TypeError) as exc:
-                raise ValueError(f"{path}:{number}: not a JSON report ({exc})") from None
-            if missing:
-                raise ValueError(f"{path}:{number}: report without {', '.join(sorted(missing))}")
-            rows.append(row)
+    from torchgen_ah.evaluation.json_lines import read_json_lines
+
+    rows = read_json_lines(path, ("variant", "rep", "compile_s", "benchmark_binaries", "graph_template_binaries",
+                                  "worst_relative_error"), "a compile_once report")
     if not rows:
         raise ValueError(f"{path}: no reports")
     return rows

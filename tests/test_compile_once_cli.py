@@ -34,10 +34,10 @@ def test_a_bad_report_is_named_by_file_and_line(tmp_path):
     good = open(SAVED, encoding="utf-8").readline()
     bad.write_text(good + json.dumps({"variant": "fast", "rep": 0}) + "\n", encoding="utf-8")
     proc = _run("--from-json", str(bad), "--no-write")
-    assert proc.returncode == 2 and f"{bad}:2: report without" in proc.stderr
+    assert proc.returncode == 2 and f"{bad}:2: a compile_once report needs" in proc.stderr
     bad.write_text(good + "{not json\n", encoding="utf-8")
     proc = _run("--from-json", str(bad), "--no-write")
-    assert proc.returncode == 2 and f"{bad}:2: not a JSON report" in proc.stderr
+    assert proc.returncode == 2 and f"{bad}:2: not a JSON line" in proc.stderr
 
 
 def test_without_a_gpu_it_says_so_and_bad_shapes_are_named(tmp_path):

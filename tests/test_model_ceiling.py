@@ -51,4 +51,4 @@ def test_the_command_line_takes_offs_median_step_and_names_bad_lines(tmp_path):
     e2e.write_text(json.dumps(lines[0]) + "\n" + json.dumps({"mode": "off"}) + "\n", encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.model_ceiling", "--e2e", str(e2e),
                            "--log", LOG], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert proc.returncode == 1 and f"{e2e}:2: an e2e_models results line needs" in proc.stderr
+    assert proc.returncode == 1 and f"{e2e}:2: an e2e_models results line needs 'model'" in proc.stderr

@@ -21,7 +21,6 @@ in the ``--e2e`` files (``e2e_models`` results lines). A GEMM the log does not h
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 
@@ -30,9 +29,12 @@ import numpy as np
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.e2e_models import QUALITY_STEP_BAR
 from torchgen_ah.evaluation.fast_heldout import describe
+from torchgen_ah.evaluation.json_lines import read_json_lines
+from torchgen_ah.evaluation.results_section import publish_report
 
 PROG = "python -m torchgen_ah.evaluation.model_ceiling"
 SECTION = "model_ceiling"
+TITLE = "### Quality mode's real-model ceiling: the most GEMM selection could save per step"
 DEFAULT_LOG = "datasets/h200_replay/h200_replay_mm.txt.gz"
 
 
@@ -90,18 +92,9 @@ def off_steps(paths: list[str]) -> dict:
     one."""
     steps: dict = {}
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from None
-                if not isinstance(row, dict) or "model" not in row or "mode" not in row:
-                    raise ValueError(f"{path}:{number}: an e2e_models results line needs 'model' and 'mode'")
-                if row["mode"] == "off" and row.get("step_ms"):
-                    steps.setdefault(row["model"], []).append(float(row["step_ms"]))
+        for row in read_json_lines(path, ("model", "mode"), "an e2e_models results line"):
+            if row["mode"] == "off" and row.get("step_ms"):
+                steps.setdefault(row["model"], []).append(float(row["step_ms"]))
     return {model: statistics.median(v) for model, v in steps.items()}
 
 
@@ -165,17 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sources = (f"Off's steps: {', '.join(f'`{p}`' for p in args.e2e)} (median over off's processes); "
                f"GEMM times: `{args.log}`.")
-    text = markdown(rows, command, sources)
-    print(text)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(rows, handle, indent=1)
-    if args.results:
-        from torchgen_ah.evaluation.results_section import update_results_section
-
-        update_results_section(args.results, SECTION, "### Quality mode's real-model ceiling: the most GEMM "
-                               "selection could save per step\n\n" + text)
-    return 0
+    return publish_report(f"{TITLE}\n\n" + markdown(rows, command, sources), {"rows": rows}, SECTION, args.json,
+                          args.results)
 
 
 if __name__ == "__main__":

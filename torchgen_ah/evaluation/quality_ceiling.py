@@ -24,36 +24,25 @@ Shapes without a logged template are left out and counted.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
 
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.fast_heldout import describe
+from torchgen_ah.evaluation.json_lines import read_json_lines
 from torchgen_ah.evaluation.kernel_times import QUALITY_BAR_GEOMEAN, QUALITY_BAR_WORST, kernel_rows
+from torchgen_ah.evaluation.results_section import publish_report
 
 PROG = "python -m torchgen_ah.evaluation.quality_ceiling"
 SECTION = "quality_ceiling"
+TITLE = "### Quality mode's single-GEMM ceiling: a perfect pick against min(off, default)"
 DEFAULT_LOGS = ("datasets/h200_replay/h200_replay_mm.txt.gz", "datasets/h200_replay/h200_replay_unaligned_mm.txt.gz")
 
 
 def read_kernel_lines(paths: list[str]) -> list[dict]:
     """compile_cost's per-shape lines; ValueError naming the file and line of a bad one."""
-    out = []
-    for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from None
-                if not isinstance(row, dict) or not {"mode", "shape"} <= set(row):
-                    raise ValueError(f"{path}:{number}: a compile_cost line needs 'mode' and 'shape'")
-                out.append(row)
-    return out
+    return [row for path in paths for row in read_json_lines(path, ("mode", "shape"), "a compile_cost line")]
 
 
 def best_templates(log_paths: list[str]) -> dict:
@@ -138,17 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sources = (f"Modes' kernels: {', '.join(f'`{p}`' for p in args.kernels)} (medians over processes); "
                f"templates: {', '.join(f'`{p}`' for p in logs)}.")
-    text = markdown(rows, missing, command, sources)
-    print(text)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"rows": rows, "missing": missing, "summary": summary(rows)}, handle, indent=1)
-    if args.results:
-        from torchgen_ah.evaluation.results_section import update_results_section
-
-        update_results_section(args.results, SECTION, "### Quality mode's single-GEMM ceiling: a perfect pick "
-                               "against min(off, default)\n\n" + text)
-    return 0
+    text = f"{TITLE}\n\n" + markdown(rows, missing, command, sources)
+    return publish_report(text, {"rows": rows, "missing": missing, "summary": summary(rows)}, SECTION, args.json,
+                          args.results)
 
 
 if __name__ == "__main__":
