@@ -26,6 +26,11 @@ Modes (environment of the process; the plugin reads it at ``import torch``):
 - ``replay_all``: the plugin's collector on mm over default's space: every candidate timed by CUDA-graph
   replay, twice per shape (the reference the timing methods' picks are graded on, ``kernel_times``).
 
+On a GPU the modes' processes also save the modules they generated (``OUT/code/``); after the modes, one
+fresh process loads every mode's modules of each shape and times them side by side, modes interleaved
+(``side_by_side``): two processes running the same cuBLAS call replay a few percent apart, as much as the
+fast-mode bar, and this second table tells the kernels apart from the processes.
+
 Writes ``compile_cost.json`` ({op: {"compile_seconds": {mode: mean}, "autotune_seconds": {mode: mean}}}, the
 input of ``torchgen_ah.evaluate --compile-cost``), ``compile_cost.csv`` (per shape) and a markdown table; on
 a GPU the table also holds each mode's compiled kernel timed by CUDA-graph replay.
@@ -45,7 +50,7 @@ import sys
 import time
 
 from ah_plugin import command_line
-from torchgen_ah.evaluation import kernel_times
+from torchgen_ah.evaluation import kernel_times, side_by_side
 from torchgen_ah.evaluation.eval_worker import make_case, shape_label, with_package_on_path
 from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
 from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
@@ -60,6 +65,8 @@ ALL_MODES = ("off", "default", "fast", "quality", "ours_adaptive", "ours_k10", "
 # replay_all: every default candidate timed by CUDA-graph replay, twice per shape (the plugin's collector
 # path with the default space): the replay-fastest choice that the per-call pick is compared with.
 REPLAY_REPS = 2
+# modes whose generated code is not timed side by side: a results file's filling run and the collector's
+NOT_SIDE_BY_SIDE = ("cache_record", "replay_all")
 
 # Our modes act on mm (which in use mode covers addmm, bmm and baddbmm: linear layers with a bias are
 # ranked with the mm artifact) and on convolution (a ViT's patch embedding; fast mode keeps aten where no
@@ -138,7 +145,7 @@ def worker(spec: dict) -> None:
     from torch._inductor.graph import GraphLowering
 
     from ah_plugin.replay_timing import ReplayTimingError, replay_time_ms
-    from torchgen_ah.evaluation.generated_code import code_fingerprint, first_call_with_code
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, first_call_with_code, save_modules
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
@@ -150,7 +157,7 @@ def worker(spec: dict) -> None:
     compile_tools.on_timings(lambda name, timings: measured.append(timings))
     _warm_up(torch, device)
 
-    def first_call(row) -> dict:
+    def first_call(row, stem: str | None = None) -> dict:
         torch._dynamo.reset()
         fn, args = make_case(torch, row, device)
         compiled = torch.compile(fn, mode=spec["compile_mode"], dynamic=False)
@@ -168,13 +175,16 @@ def worker(spec: dict) -> None:
                     replay_ms = replay_time_ms(lambda: compiled(*args))
                 except ReplayTimingError as exc:
                     print(f"no replay time for {shape_label(row)}: {exc}", flush=True)
-        return {"seconds": seconds, "replay_ms": replay_ms, "code": code_fingerprint(codes)}
+        saved = {"code_files": save_modules(codes, spec["code_base"], stem)} if stem and codes else {}
+        return {"seconds": seconds, "replay_ms": replay_ms, "code": code_fingerprint(codes), **saved}
 
     reps = REPLAY_REPS if spec["mode"] == "replay_all" else 1
-    for row in spec["shapes"]:
+    save = spec.get("code_base") and spec["mode"] not in NOT_SIDE_BY_SIDE
+    for index, row in enumerate(spec["shapes"]):
         for rep in range(reps):
             measured.clear()
-            result = first_call(row)
+            stem = f"code/{spec['mode']}_p{spec.get('proc', 0)}_{index:03d}" if save and not rep else None
+            result = first_call(row, stem)
             with open(spec["result_path"], "a", encoding="utf-8") as f:
                 f.write(json.dumps({"mode": spec["mode"], "op": row["op"], "shape": shape_label(row), "rep": rep,
                                     "proc": spec.get("proc", 0),
@@ -342,6 +352,11 @@ def main(argv=None) -> int:
     parser.add_argument("--results", default=None,
                         help="also write the report as the compile_cost section of this markdown file "
                              "(e.g. benchmarks/RESULTS.md)")
+    parser.add_argument("--side-by-side-rounds", type=int, default=side_by_side.DEFAULT_ROUNDS,
+                        help="after the modes, time every mode's generated code for each shape in one fresh process, "
+                             "this many interleaved rounds (up to --side-by-side-minutes more); 0: skip")
+    parser.add_argument("--side-by-side-minutes", type=float, default=2.0,
+                        help="time the side-by-side step may take after the modes")
     add_combine_arguments(parser)
     args = parse_or_work(parser, argv, worker)
     if args.combine:
@@ -366,6 +381,8 @@ def main(argv=None) -> int:
         return command_line.fail("compile_cost", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
     def spec_extra(step: str, proc: int) -> dict:
         out = {"proc": proc, "result_path": result_path}  # every process appends to the one results file
+        if args.side_by_side_rounds > 0:
+            out["code_base"] = os.path.abspath(args.out)  # the generated modules, for side_by_side
         if extra and proc == 0:  # the profile: once, in the first repetition
             out.update(extra, profile_path=os.path.join(args.out, f"{step}.profile.txt"))
         return out
@@ -380,14 +397,18 @@ def main(argv=None) -> int:
             step, shapes, device, work, left, "torchgen_ah.evaluation.compile_cost", spec_extra(step, proc)),
             label=label))
     results = read_results(result_path)
+    if args.side_by_side_rounds > 0 and results:
+        status["side_by_side"] = side_by_side.run(args.out, results, device, args.side_by_side_rounds,
+                                                  args.side_by_side_minutes * 60)
     command = "python -m torchgen_ah.compile_cost " + " ".join(argv if argv is not None else sys.argv[1:])
-    report(results, command, args.out, args.results, status)
+    report(results, command, args.out, args.results, status, side=side_by_side.read_lines(args.out))
     return 0 if results else 1
 
 
 def report(results: list[dict], command: str, out: str, results_md: str | None, status: dict | None = None,
-           note: str | None = None) -> None:
-    """compile_cost.json, compile_cost.csv and compile_cost.md under ``out``; the section of ``results_md``."""
+           note: str | None = None, side: list[dict] | None = None) -> None:
+    """compile_cost.json, compile_cost.csv and compile_cost.md under ``out``; the section of ``results_md``
+    (``side``: the side-by-side lines, their table after the per-process one)."""
     summary = summarize_cost(results)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "compile_cost.json"), "w", encoding="utf-8") as f:
@@ -398,7 +419,8 @@ def report(results: list[dict], command: str, out: str, results_md: str | None, 
             replay = "" if r.get("replay_ms") is None else f"{r['replay_ms']:.6f}"
             f.write(f"{r['mode']},{r['op']},{r['shape']},{r.get('proc', 0)},{r.get('rep', 0)},{r['seconds']:.4f},"
                     f"{replay}\n")
-    text = markdown(summary, command) + ("\n" + note + "\n" if note else "") + "\n" + kernel_times.markdown(results)
+    text = markdown(summary, command) + ("\n" + note + "\n" if note else "") + "\n" + \
+        kernel_times.markdown(results, side)
     if status:
         text += "\nModes: " + ", ".join(f"{m}: {s}" for m, s in status.items()) + "\n"
     with open(os.path.join(out, "compile_cost.md"), "w", encoding="utf-8") as f:
@@ -407,6 +429,19 @@ def report(results: list[dict], command: str, out: str, results_md: str | None, 
         update_results_section(results_md, "compile_cost",
                                f"## Single GEMMs: compile and kernel time per mode\n\n{text}", BENCHMARK_TITLE)
     print(text)
+
+
+def side_lines_beside(paths: list[str]) -> list[dict]:
+    """The side-by-side lines kept with the results files ``paths``: ``side_by_side.jsonl`` beside a run's
+    ``results.jsonl``, ``NAME.side_by_side.jsonl`` beside a results file kept as ``NAME.jsonl``."""
+    lines = []
+    for path in paths:
+        folder, name = os.path.split(path)
+        stem = os.path.splitext(name)[0]
+        side = os.path.join(folder, side_by_side.LINES if stem == "results" else f"{stem}.{side_by_side.LINES}")
+        if os.path.exists(side):
+            lines += side_by_side.read_lines(os.path.dirname(side) or ".", os.path.basename(side))
+    return lines
 
 
 def combined_results(prog: str, paths: list[str]) -> list[dict] | int:
@@ -426,7 +461,8 @@ def combine(paths: list[str], out: str, results_md: str | None, note: str | None
     results = combined_results("compile_cost", paths)
     if isinstance(results, int):
         return results
-    report(results, "python -m torchgen_ah.compile_cost --combine " + ",".join(paths), out, results_md, note=note)
+    report(results, "python -m torchgen_ah.compile_cost --combine " + ",".join(paths), out, results_md, note=note,
+           side=side_lines_beside(paths))
     return 0
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ be traced to what was generated (``benchmarks/step_ab.py``).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 
 _EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
@@ -58,3 +59,17 @@ def code_fingerprint(codes: list[str]) -> str | None:
         digest.update(normalized(code).encode("utf-8"))
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def save_modules(codes: list[str], base: str, stem: str) -> list[str]:
+    """Write a call's generated modules as ``base/stem_<i>.py``; returns their paths relative to ``base`` (a
+    run folder stays movable). Inductor's harness in each (``get_args``, ``call``) lets another process run
+    them: ``side_by_side``."""
+    os.makedirs(os.path.join(base, os.path.dirname(stem)), exist_ok=True)
+    paths = []
+    for i, code in enumerate(codes):
+        relative = f"{stem}_{i}.py"
+        with open(os.path.join(base, relative), "w", encoding="utf-8") as f:
+            f.write(code)
+        paths.append(relative)
+    return paths

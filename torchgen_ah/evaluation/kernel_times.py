@@ -170,11 +170,13 @@ def _verdict(mode: str, ratios: list[float], judged_fully: bool) -> str:
     return "missed"
 
 
-def kernel_table(rows: list[dict], processes: int) -> list[str]:
-    """The per-shape replay times of each mode, the judged modes' ratios and their verdicts."""
+def kernel_table(rows: list[dict], processes: int, title: str | None = None) -> list[str]:
+    """The per-shape replay times of each mode, the judged modes' ratios and their verdicts (``title``: the
+    line above the table, by default the per-process one)."""
     judged = [m for m in JUDGED if any(m in r for r in rows)]
-    lines = [f"Kernel time by CUDA-graph replay (us), fresh process and cache per mode (the median over "
-             f"{processes} process{'es' if processes > 1 else ''}):", "",
+    title = title or (f"Kernel time by CUDA-graph replay (us), fresh process and cache per mode (the median over "
+                      f"{processes} process{'es' if processes > 1 else ''}):")
+    lines = [title, "",
              "| " + " | ".join(["shape", "off", "default", *judged, *(f"{m} / min(off, default)" for m in judged)])
              + " |", "| --- | " + " | ".join("---:" for _ in range(2 + 2 * len(judged))) + " |"]
     for r in rows:
@@ -195,10 +197,23 @@ def kernel_table(rows: list[dict], processes: int) -> list[str]:
     return lines
 
 
-def markdown(results: list[dict]) -> str:
-    """The kernel table and the agreement table (empty string when no line has replay times)."""
+def side_by_side_title(side: list[dict]) -> str:
+    """The line above the side-by-side table: how its times were taken."""
+    rounds = max((len(line.get("rounds", [])) for line in side), default=0)
+    how = "CUDA-graph replay" if all(line.get("method") == "cudagraph_replay" for line in side) else "wall clock"
+    return (f"The same generated code timed side by side (us): each mode's modules, as its fresh process generated "
+            f"them, loaded into one process and timed by {how}, modes interleaved over {rounds} rounds (the median; "
+            f"over processes, the median of those):")
+
+
+def markdown(results: list[dict], side: list[dict] | None = None) -> str:
+    """The kernel table, the side-by-side table of the same shapes (``side``: ``side_by_side`` lines) and the
+    agreement table (empty string when no line has replay times)."""
     rows = kernel_rows(results)
     lines = kernel_table(rows, _process_count(results)) if rows else []
+    side_rows = kernel_rows(side) if side else []
+    if side_rows:
+        lines += ["", *kernel_table(side_rows, _process_count(side), side_by_side_title(side))]
     cached = cache_rows(results)
     if cached:
         lines += cache_lines(cached)

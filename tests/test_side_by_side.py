@@ -1,0 +1,121 @@
+"""The side-by-side timing of compile_cost: each mode's generated modules, saved by its fresh process, run
+again in one process, modes interleaved. Real compiles on the CPU path (the modules are Inductor's own
+output, run through its harness), real files and the real report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from torchgen_ah.evaluation import compile_cost, kernel_times, side_by_side
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_rounds_rotate_the_order_so_no_mode_always_runs_first():
+    order = []
+
+    def timer(fn):
+        order.append(fn())
+        return 1.0
+
+    times = side_by_side.interleaved({"off": lambda: "off", "default": lambda: "default", "fast": lambda: "fast"},
+                                     3, timer)
+    assert order == ["off", "default", "fast", "default", "fast", "off", "fast", "off", "default"]
+    assert times == {"off": [1.0] * 3, "default": [1.0] * 3, "fast": [1.0] * 3}
+
+
+def test_the_plan_takes_each_processes_first_compile_that_saved_code():
+    lines = [{"mode": "off", "op": "mm", "shape": "s", "rep": 0, "proc": 0, "code_files": ["code/off_p0_000_0.py"]},
+             {"mode": "fast", "op": "mm", "shape": "s", "rep": 0, "proc": 1, "code_files": ["code/fast_p1_000_0.py"]},
+             {"mode": "replay_all", "op": "mm", "shape": "s", "rep": 1, "proc": 0, "code_files": ["x.py"]},
+             {"mode": "default", "op": "mm", "shape": "s", "rep": 0, "proc": 0}]  # nothing saved (CPU, older run)
+    assert side_by_side.plan(lines) == {"s": [("off", 0, "mm", ["code/off_p0_000_0.py"]),
+                                              ("fast", 1, "mm", ["code/fast_p1_000_0.py"])]}
+
+
+def test_a_saved_file_that_is_not_a_generated_module_is_named(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("def call(args):\n    return args\n")  # no get_args: not Inductor's harness
+    with pytest.raises(side_by_side.GeneratedModuleError, match=r"broken\.py: no get_args\(\)"):
+        side_by_side.load_generated_module(str(broken))
+    bad = tmp_path / "bad.py"
+    bad.write_text("import no_such_module_here\n")
+    with pytest.raises(side_by_side.GeneratedModuleError, match=r"bad\.py: cannot be loaded: ModuleNotFoundError"):
+        side_by_side.load_generated_module(str(bad))
+
+
+def test_the_modes_triton_caches_are_linked_into_one_folder_once_per_kernel(tmp_path):
+    for mode, keys in (("off", ["k1"]), ("default", ["k1", "k2"]), ("fast", ["k3"])):
+        for key in keys:
+            folder = tmp_path / "run" / ("proc1" if mode == "fast" else "") / f"caches_{mode}" / "triton" / key
+            folder.mkdir(parents=True)
+            (folder / "kernel.cubin").write_text(f"{mode} {key}")
+    target = tmp_path / "merged"
+    assert side_by_side.link_triton_caches(str(tmp_path / "run"), str(target)) == 3
+    assert sorted(os.listdir(target)) == ["k1", "k2", "k3"]
+    assert (target / "k3" / "kernel.cubin").read_text() == "fast k3"
+
+
+def _side(mode, shape, ms, proc=0):
+    return {"mode": mode, "op": "mm", "shape": shape, "proc": proc, "ms": ms, "replay_ms": ms,
+            "rounds": [ms] * 5, "method": "cudagraph_replay"}
+
+
+def test_the_report_judges_the_side_by_side_table_on_its_own_times():
+    per_process = [{"mode": m, "op": "mm", "shape": "a", "rep": 0, "proc": 0, "seconds": 1.0, "replay_ms": ms,
+                    "timings": []} for m, ms in (("off", 0.0100), ("default", 0.0110), ("fast", 0.0104))]
+    side = [_side("off", "a", 0.0101), _side("default", "a", 0.0110), _side("fast", "a", 0.0101)]
+    text = kernel_times.markdown(per_process, side)
+    first, second = text.split("The same generated code timed side by side")
+    assert "| a | 10.0 | 11.0 | 10.4 | 1.040 |" in first and "geomean 1.040x" in first
+    assert "by CUDA-graph replay, modes interleaved over 5 rounds" in second
+    assert "| a | 10.1 | 11.0 | 10.1 | 1.000 |" in second and "geomean 1.000x" in second
+
+
+def test_combine_finds_the_side_by_side_lines_kept_beside_a_results_file(tmp_path):
+    kept = tmp_path / "kernels_run.jsonl"
+    kept.write_text("\n".join(json.dumps({"mode": m, "op": "mm", "shape": "a", "rep": 0, "proc": 0, "seconds": 1.0,
+                                          "replay_ms": 0.01, "timings": []}) for m in ("off", "fast")) + "\n")
+    (tmp_path / "kernels_run.side_by_side.jsonl").write_text(
+        "\n".join(json.dumps(_side(m, "a", ms)) for m, ms in (("off", 0.0100), ("fast", 0.0095))) + "\n")
+    out = tmp_path / "out"
+    assert compile_cost.main(["--combine", str(kept), "--out", str(out)]) == 0
+    assert "| a | 10.0 | - | 9.5 | 0.950 |" in (out / "compile_cost.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
+    """Off and default compile a mm on the CPU in their own processes; each saved module runs through
+    Inductor's harness and computes the product; the side-by-side lines time both modes on both shapes."""
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,64,128,32,1,float32,NN\nmm,48,64,40,1,float32,NT\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
+    env["PYTHONPATH"] = REPO
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.compile_cost", str(shapes), "--shapes", "2",
+                           "--modes", "off,default", "--side-by-side-rounds", "3", "--device", "cpu",
+                           "--max-minutes", "5", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()]
+    assert {(r["mode"], r["shape"]) for r in results if r.get("code_files")} == {
+        (m, s) for m in ("off", "default") for s in ("mm 64x128x32 float32 NN", "mm 48x64x40 float32 NT")}
+    lines = [json.loads(ln) for ln in (out / "side_by_side.jsonl").read_text().splitlines()]
+    assert sorted((ln["mode"], ln["shape"]) for ln in lines) == sorted(
+        (r["mode"], r["shape"]) for r in results if r.get("code_files"))
+    assert all(ln["method"] == "cpu_wall" and len(ln["rounds"]) == 3 and ln["ms"] > 0 for ln in lines)
+    assert "Modes: off: ok, default: ok, side_by_side: ok" in (out / "compile_cost.md").read_text()
+    check = ("import sys, torch\nfrom torchgen_ah.evaluation.side_by_side import load_generated_module\n"
+             "m = load_generated_module(sys.argv[1])\nargs = m.get_args()\nout = m.call(list(args))[0]\n"
+             "assert torch.allclose(out, args[0] @ args[1], atol=1e-4), 'wrong product'\n"
+             "print('ok', tuple(out.shape), args[1].stride())\n")
+    nt = next(r for r in results if r["mode"] == "off" and r["shape"].endswith("NT"))
+    run = subprocess.run([sys.executable, "-c", check, str(out / nt["code_files"][0])], env=env,
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split()[:3] == ["ok", "(48,", "40)"] and "(1, 64)" in run.stdout  # the NT operand's strides

@@ -1,0 +1,213 @@
+"""The modes' generated code for one GEMM, timed side by side in one process.
+
+``compile_cost`` compiles each mode in a fresh process with fresh caches and times the compiled function
+there. Two processes running the very same kernels then replay a few percent apart (the same cuBLAS call
+measured 0.989-1.042x of itself across processes on an H200), which is as large as the fast-mode bar
+itself. This step takes the modules each mode's process generated (saved by ``compile_cost``), loads them
+all into one fresh process and times them in rounds, modes interleaved and their order rotated each round:
+a difference that remains is the kernels', not the processes'.
+
+Each module is Inductor's own output code: ``get_args()`` makes inputs of the compiled graph's sizes and
+strides and ``call(args)`` runs the graph (the harness Inductor writes into every module). On a GPU each
+call is timed by CUDA-graph replay (``ah_plugin.replay_timing``), as in the mode's own process; on a CPU by
+wall clock, so the whole path runs in CI. The modes' Triton caches are offered to the process (linked into
+one folder, each kernel under its own key), so it recompiles no kernel a mode already built.
+
+Run by ``compile_cost`` after the modes (``--side-by-side-rounds``); writes ``side_by_side.jsonl`` beside
+``results.jsonl``: one line per shape, mode and process with the median over the rounds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LINES = "side_by_side.jsonl"
+DEFAULT_ROUNDS = 5
+METHOD_REPLAY = "cudagraph_replay"
+METHOD_CPU_WALL = "cpu_wall"
+
+
+class GeneratedModuleError(RuntimeError):
+    """A saved module that cannot be loaded or run (names the file)."""
+
+
+def load_generated_module(path: str):
+    """Import one of Inductor's generated modules from ``path``; it must have Inductor's harness
+    (``call`` and ``get_args``)."""
+    name = "ah_side_by_side_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise GeneratedModuleError(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise GeneratedModuleError(f"{path}: cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    for attr in ("call", "get_args"):
+        if not callable(getattr(module, attr, None)):
+            raise GeneratedModuleError(f"{path}: no {attr}() (not a module Inductor generated with its harness)")
+    return module
+
+
+def runner(paths: list[str]):
+    """A no-argument callable running the generated modules of one compiled call in order, on inputs made
+    once by each module's ``get_args()`` (``call`` empties the list it is given, so each call gets a copy)."""
+    modules = [load_generated_module(p) for p in paths]
+    inputs = [m.get_args() for m in modules]
+
+    def run():
+        for module, args in zip(modules, inputs):
+            module.call(list(args))
+    return run
+
+
+def cpu_time_ms(fn, calls: int = 20, repeats: int = 5) -> float:
+    """Wall milliseconds per call of ``fn`` on a CPU: the median over ``repeats`` timings of ``calls`` calls."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def interleaved(fns: dict, rounds: int, timer) -> dict:
+    """{label: [ms of each round]}: every callable of ``fns`` timed once per round, the order rotated by one
+    each round so that none always runs first or after the same neighbour."""
+    labels = list(fns)
+    times: dict = {label: [] for label in labels}
+    for r in range(rounds):
+        shift = r % len(labels) if labels else 0
+        for label in labels[shift:] + labels[:shift]:
+            times[label].append(timer(fns[label]))
+    return times
+
+
+def plan(results: list[dict]) -> dict:
+    """{shape: [(mode, proc, op, [module paths])]} of the results lines that saved their generated code
+    (the first autotuning of each process; ``replay_all``'s second one is a repetition, not a mode)."""
+    out: dict = {}
+    for r in results:
+        files = r.get("code_files")
+        if not files or r.get("rep", 0):
+            continue
+        out.setdefault(r["shape"], []).append((r["mode"], r.get("proc", 0), r["op"], files))
+    return out
+
+
+def link_triton_caches(out_dir: str, target: str) -> int:
+    """Link every kernel folder of the modes' Triton caches under ``out_dir`` (``**/caches_*/triton/KEY``)
+    into ``target``; a key already there is the same kernel and is skipped. Returns the number linked."""
+    os.makedirs(target, exist_ok=True)
+    linked = 0
+    for root, dirs, _ in os.walk(out_dir):
+        if os.path.basename(root) == "triton" and os.path.basename(os.path.dirname(root)).startswith("caches_"):
+            for key in dirs:
+                dest = os.path.join(target, key)
+                if not os.path.exists(dest):
+                    os.symlink(os.path.join(os.path.abspath(root), key), dest)
+                    linked += 1
+            dirs[:] = []  # the key folders themselves hold no caches
+    return linked
+
+
+def worker(spec: dict) -> None:
+    """In the fresh process: per shape, load every mode's modules, time them interleaved, append the lines."""
+    import torch  # lazy: the parent never imports torch for this
+
+    from ah_plugin.replay_timing import replay_time_ms
+
+    cuda = spec["device"] == "cuda"
+    timer = replay_time_ms if cuda else cpu_time_ms
+    method = METHOD_REPLAY if cuda else METHOD_CPU_WALL
+    base = spec["out_dir"]
+    for shape, entries in spec["plan"].items():
+        fns, ops = {}, {}
+        for mode, proc, op, files in entries:
+            label = f"{mode}#{proc}"
+            try:
+                fns[label] = runner([os.path.join(base, f) for f in files])
+                ops[label] = op
+            except GeneratedModuleError as exc:
+                print(f"{shape}: {label} left out: {exc}", flush=True)
+        if not fns:
+            continue
+        with torch.no_grad():
+            times = interleaved(fns, spec["rounds"], timer)
+        with open(os.path.join(base, LINES), "a", encoding="utf-8") as f:
+            for label, ms in times.items():
+                mode, proc = label.rsplit("#", 1)
+                f.write(json.dumps({"mode": mode, "proc": int(proc), "op": ops[label], "shape": shape,
+                                    "ms": statistics.median(ms), "rounds": ms, "method": method}) + "\n")
+        del fns
+        if cuda:
+            torch.cuda.empty_cache()
+
+
+def run(out_dir: str, results: list[dict], device: str, rounds: int, timeout: float, env=None) -> str:
+    """Time the saved modules of ``results`` side by side in one fresh process; returns an outcome for the
+    report's status line ("ok", "nothing saved", "exit N (see side_by_side.log)")."""
+    from torchgen_ah.evaluation.eval_worker import with_package_on_path
+
+    shapes = plan(results)
+    if not shapes:
+        return "nothing saved"
+    lines = os.path.join(out_dir, LINES)
+    if os.path.exists(lines):
+        os.remove(lines)
+    work = tempfile.mkdtemp(prefix="side_by_side_", dir=out_dir)
+    env = dict(os.environ if env is None else env)
+    env.update(AH_PLUGIN_DISABLE="1", TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor"),
+               TRITON_CACHE_DIR=os.path.join(work, "triton"))
+    link_triton_caches(out_dir, env["TRITON_CACHE_DIR"])
+    with_package_on_path(env)
+    spec_path = os.path.join(work, "spec.json")
+    with open(spec_path, "w", encoding="utf-8") as f:
+        json.dump({"plan": shapes, "device": device, "rounds": rounds, "out_dir": os.path.abspath(out_dir)}, f)
+    try:
+        with open(os.path.join(out_dir, "side_by_side.log"), "w", encoding="utf-8") as log:
+            try:
+                rc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.side_by_side", spec_path], env=env,
+                                    stdout=log, stderr=subprocess.STDOUT, timeout=max(timeout, 1)).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return "ok" if rc == 0 else f"exit {rc} (see side_by_side.log)"
+
+
+def read_lines(out_dir: str, name: str = LINES) -> list[dict]:
+    """The side-by-side lines of a run folder (file ``name``), as ``kernel_times`` reads results lines
+    (``replay_ms``); none when the file is not there."""
+    path = os.path.join(out_dir, name)
+    if not os.path.exists(path):
+        return []
+    from torchgen_ah.evaluation.json_lines import read_json_lines
+
+    return [{**line, "replay_ms": line["ms"]}
+            for line in read_json_lines(path, ("mode", "shape", "ms"), "a side-by-side line")]
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m torchgen_ah.evaluation.side_by_side SPEC.json (written by compile_cost)",
+              file=sys.stderr)
+        return 2
+    with open(args[0], encoding="utf-8") as f:
+        worker(json.load(f))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
