@@ -26,7 +26,7 @@ Modes (environment of the process; the plugin reads it at ``import torch``):
 - ``replay_all``: the plugin's collector on mm over default's space: every candidate timed by CUDA-graph
   replay, twice per shape (the reference the timing methods' picks are graded on, ``kernel_times``).
 
-On a GPU the modes' processes also save the modules they generated (``OUT/code/``); after the modes, one
+The modes' processes also save the modules they generated (``OUT/code/``); after the modes, one
 fresh process loads every mode's modules of each shape and times them side by side, modes interleaved
 (``side_by_side``): two processes running the same cuBLAS call replay a few percent apart, as much as the
 fast-mode bar, and this second table tells the kernels apart from the processes.
