@@ -91,7 +91,8 @@ def test_combine_finds_the_side_by_side_lines_kept_beside_a_results_file(tmp_pat
 @pytest.mark.slow
 def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
     """Off and default compile a mm on the CPU in their own processes; each saved module runs through
-    Inductor's harness and computes the product; the side-by-side lines time both modes on both shapes."""
+    Inductor's harness and computes the product; the two modes of a shape share their inputs, another
+    shape's module does not take them; the side-by-side lines time both modes on both shapes."""
     shapes = tmp_path / "shapes.csv"
     shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,64,128,32,1,float32,NN\nmm,48,64,40,1,float32,NT\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
@@ -110,12 +111,15 @@ def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
         (r["mode"], r["shape"]) for r in results if r.get("code_files"))
     assert all(ln["method"] == "cpu_wall" and len(ln["rounds"]) == 3 and ln["ms"] > 0 for ln in lines)
     assert "Modes: off: ok, default: ok, side_by_side: ok" in (out / "compile_cost.md").read_text()
-    check = ("import sys, torch\nfrom torchgen_ah.evaluation.side_by_side import load_generated_module\n"
+    check = ("import sys, torch\nfrom torchgen_ah.evaluation.side_by_side import load_generated_module, runner\n"
              "m = load_generated_module(sys.argv[1])\nargs = m.get_args()\nout = m.call(list(args))[0]\n"
              "assert torch.allclose(out, args[0] @ args[1], atol=1e-4), 'wrong product'\n"
+             "_, first = runner([sys.argv[1]])\n_, second = runner([sys.argv[2]], first)\n"
+             "assert all(a is b for a, b in zip(first[0], second[0])), 'inputs not shared'\n"
+             "_, other = runner([sys.argv[3]], first)\nassert other[0][0] is not first[0][0], 'other sizes shared'\n"
              "print('ok', tuple(out.shape), args[1].stride())\n")
-    nt = next(r for r in results if r["mode"] == "off" and r["shape"].endswith("NT"))
-    run = subprocess.run([sys.executable, "-c", check, str(out / nt["code_files"][0])], env=env,
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    files = {(r["mode"], r["shape"][-2:]): str(out / r["code_files"][0]) for r in results if r.get("code_files")}
+    run = subprocess.run([sys.executable, "-c", check, files["off", "NT"], files["default", "NT"], files["off", "NN"]],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split()[:3] == ["ok", "(48,", "40)"] and "(1, 64)" in run.stdout  # the NT operand's strides
