@@ -59,3 +59,28 @@ def test_comments_and_blank_lines_do_not_count_and_code_does():
     cpp = "k = async_compile.cpp_pybinding(['float*'], '''\n#include <a.h>\n#pragma omp parallel\nvoid k() {}\n''')"
     assert "#pragma omp parallel" in normalized(cpp)
     assert code_fingerprint([cpp]) != code_fingerprint([cpp.replace("#pragma omp parallel\n", "")])
+
+
+def test_a_graph_compiled_only_to_benchmark_a_candidate_is_not_kept():
+    """Inductor names the graphs it compiles to time a subgraph candidate (decompose-K) ``benchmark_*``; their
+    modules never run in the compiled call. A real GraphLowering of each kind is set as the handler while
+    Inductor's hook is called, as during a compile."""
+    import torch
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.virtualized import V
+
+    from torchgen_ah.evaluation.generated_code import first_call_with_code
+
+    gm = torch.fx.symbolic_trace(lambda a: a + 1)
+    graphs = {name: GraphLowering(gm, example_inputs=[torch.ones(2)], name=name)
+              for name in ("benchmark_decompose_k_mm_k_split_4", None)}
+
+    def compiled():
+        for name, graph in graphs.items():
+            with V.set_graph_handler(graph):
+                GraphLowering.save_output_code(f"module of {name}")
+        GraphLowering.save_output_code("module with no graph handler")
+        return "out"
+
+    out, codes = first_call_with_code(GraphLowering, compiled, ())
+    assert out == "out" and codes == ["module of None", "module with no graph handler"]

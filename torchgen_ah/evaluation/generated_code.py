@@ -22,13 +22,35 @@ _BLANK_RUNS = re.compile(r"\n\s*\n+")
 def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
     """(output, generated modules) of ``compiled``'s first call. Inductor hands each module's source to
     ``GraphLowering.save_output_code`` when set; its own helper for this resets Dynamo, which would drop
-    whatever was compiled before in the process."""
+    whatever was compiled before in the process. The modules of graphs compiled only to be benchmarked
+    as autotuning candidates (decompose-K's subgraphs, named ``benchmark_*``) are left out: they never run
+    in the compiled call."""
     from unittest import mock
 
     codes: list[str] = []
-    with mock.patch.object(graph_lowering, "save_output_code", codes.append):
+
+    def keep(code: str) -> None:
+        if not in_benchmark_graph():
+            codes.append(code)
+
+    with mock.patch.object(graph_lowering, "save_output_code", keep):
         out = compiled(*inputs)
     return out, codes
+
+
+def in_benchmark_graph() -> bool:
+    """Whether the graph Inductor is generating code for now is an autotuning candidate's (on an H200, default
+    max-autotune on 64x65536x64 generated nine decompose-K benchmark modules besides the graph's own)."""
+    try:
+        from torch._inductor.virtualized import V
+
+        name = getattr(V.graph, "name", None)
+    except Exception:  # no graph handler set: not inside a lowering
+        return False
+    return isinstance(name, str) and name.startswith(BENCHMARK_GRAPH_PREFIX)
+
+
+BENCHMARK_GRAPH_PREFIX = "benchmark_"  # SubgraphChoiceCaller's name for the graphs it compiles to time
 
 
 def code_summary(codes: list[str]) -> dict:

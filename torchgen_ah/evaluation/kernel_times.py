@@ -156,8 +156,13 @@ def _short(choice: str) -> str:
 
 
 def _process_count(results: list[dict]) -> int:
-    """Fresh processes per mode (``compile_cost --reps``), from the lines' ``proc`` numbers."""
-    return len({r.get("proc", 0) for r in results}) or 1
+    """The most fresh processes any (mode, shape) was timed in: ``compile_cost --reps``, or runs combined
+    (``--combine``), whose processes share their ``proc`` numbers."""
+    counts: dict = {}
+    for r in results:
+        if not r.get("rep", 0):
+            counts[r["mode"], r["shape"]] = counts.get((r["mode"], r["shape"]), 0) + 1
+    return max(counts.values(), default=1)
 
 
 def _verdict(mode: str, ratios: list[float], judged_fully: bool) -> str:
