@@ -29,13 +29,15 @@ def test_rounds_rotate_the_order_so_no_mode_always_runs_first():
     assert times == {"off": [1.0] * 3, "default": [1.0] * 3, "fast": [1.0] * 3}
 
 
-def test_the_plan_takes_each_processes_first_compile_that_saved_code():
+def test_the_plan_takes_each_processes_first_compile_that_saved_code_where_two_can_be_compared():
     lines = [{"mode": "off", "op": "mm", "shape": "s", "rep": 0, "proc": 0, "code_files": ["code/off_p0_000_0.py"]},
              {"mode": "fast", "op": "mm", "shape": "s", "rep": 0, "proc": 1, "code_files": ["code/fast_p1_000_0.py"]},
              {"mode": "replay_all", "op": "mm", "shape": "s", "rep": 1, "proc": 0, "code_files": ["x.py"]},
-             {"mode": "default", "op": "mm", "shape": "s", "rep": 0, "proc": 0}]  # nothing saved (CPU, older run)
+             {"mode": "default", "op": "mm", "shape": "s", "rep": 0, "proc": 0},  # nothing saved (an older run)
+             {"mode": "off", "op": "mm", "shape": "alone", "rep": 0, "proc": 0, "code_files": ["code/a.py"]}]
     assert side_by_side.plan(lines) == {"s": [("off", 0, "mm", ["code/off_p0_000_0.py"]),
                                               ("fast", 1, "mm", ["code/fast_p1_000_0.py"])]}
+    assert side_by_side.run("unused", lines[-1:], "cpu", 5, 60).startswith("skipped")
 
 
 def test_a_saved_file_that_is_not_a_generated_module_is_named(tmp_path):
@@ -123,3 +125,25 @@ def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
                          env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split()[:3] == ["ok", "(48,", "40)"] and "(1, 64)" in run.stdout  # the NT operand's strides
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (run on the device machine)")
+def test_on_a_gpu_identical_code_times_alike_side_by_side(tmp_path):
+    """Off and fast on an aligned bf16 GEMM where fast mode keeps cuBLAS: the same generated code, timed by
+    CUDA-graph replay on shared inputs in one process, within 3% of itself."""
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,2048,4096,4096,1,bfloat16,NN\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
+    env["PYTHONPATH"] = REPO
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.compile_cost", str(shapes), "--shapes", "1",
+                           "--modes", "off,fast", "--max-minutes", "4", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = {json.loads(ln)["mode"]: json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()}
+    assert results["off"]["code"] == results["fast"]["code"], "fast mode did not keep cuBLAS alone here"
+    side = {json.loads(ln)["mode"]: json.loads(ln) for ln in (out / "side_by_side.jsonl").read_text().splitlines()}
+    assert {line["method"] for line in side.values()} == {"cudagraph_replay"}
+    assert 0.97 <= side["fast"]["ms"] / side["off"]["ms"] <= 1.03, side

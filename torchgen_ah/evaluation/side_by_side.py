@@ -116,14 +116,15 @@ def interleaved(fns: dict, rounds: int, timer) -> dict:
 
 def plan(results: list[dict]) -> dict:
     """{shape: [(mode, proc, op, [module paths])]} of the results lines that saved their generated code
-    (the first autotuning of each process; ``replay_all``'s second one is a repetition, not a mode)."""
+    (the first autotuning of each process; ``replay_all``'s second one is a repetition, not a mode), for the
+    shapes with at least two such lines: one alone has nothing to be compared with."""
     out: dict = {}
     for r in results:
         files = r.get("code_files")
         if not files or r.get("rep", 0):
             continue
         out.setdefault(r["shape"], []).append((r["mode"], r.get("proc", 0), r["op"], files))
-    return out
+    return {shape: entries for shape, entries in out.items() if len(entries) > 1}
 
 
 def link_triton_caches(out_dir: str, target: str) -> int:
@@ -178,12 +179,12 @@ def worker(spec: dict) -> None:
 
 def run(out_dir: str, results: list[dict], device: str, rounds: int, timeout: float, env=None) -> str:
     """Time the saved modules of ``results`` side by side in one fresh process; returns an outcome for the
-    report's status line ("ok", "nothing saved", "exit N (see side_by_side.log)")."""
+    report's status line ("ok", "skipped (...)", "exit N (see side_by_side.log)")."""
     from torchgen_ah.evaluation.eval_worker import with_package_on_path
 
     shapes = plan(results)
     if not shapes:
-        return "nothing saved"
+        return "skipped (no shape compiled with saved code by two processes)"
     lines = os.path.join(out_dir, LINES)
     if os.path.exists(lines):
         os.remove(lines)
