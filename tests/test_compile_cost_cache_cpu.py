@@ -3,26 +3,14 @@ writes the results file, a fresh hit process reads it, benchmarks nothing and ge
 code (the same kernels, found without timing them)."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from compile_cost_run import run_compile_cost
 
 
 @pytest.mark.slow
 def test_the_hit_run_benchmarks_nothing_and_generates_the_record_runs_code(tmp_path):
-    shapes = tmp_path / "shapes.csv"
-    shapes.write_text("op,m,k,n,batch,dtype,layout\npacked_linear,64,256,128,1,float32,NN\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
-    env["PYTHONPATH"] = REPO
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.compile_cost", str(shapes), "--modes", "cache",
-                           "--max-minutes", "4", "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = run_compile_cost(tmp_path, ["packed_linear,64,256,128,1,float32,NN"], "--modes", "cache", "--max-minutes", "4")
     lines = {json.loads(ln)["mode"]: json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()}
     record, hit = lines["cache_record"], lines["cache"]
     assert any(len(t) > 1 for t in record["timings"])  # the record run tuned: several choices timed

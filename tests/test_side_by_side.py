@@ -11,9 +11,8 @@ import sys
 
 import pytest
 
+from compile_cost_run import REPO, clean_env, run_compile_cost
 from torchgen_ah.evaluation import compile_cost, kernel_times, side_by_side
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_rounds_rotate_the_order_so_no_mode_always_runs_first():
@@ -95,16 +94,9 @@ def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
     """Off and default compile a mm on the CPU in their own processes; each saved module runs through
     Inductor's harness and computes the product; the two modes of a shape share their inputs, another
     shape's module does not take them; the side-by-side lines time both modes on both shapes."""
-    shapes = tmp_path / "shapes.csv"
-    shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,64,128,32,1,float32,NN\nmm,48,64,40,1,float32,NT\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
-    env["PYTHONPATH"] = REPO
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.compile_cost", str(shapes), "--shapes", "2",
+    out = run_compile_cost(tmp_path, ["mm,64,128,32,1,float32,NN", "mm,48,64,40,1,float32,NT"], "--shapes", "2",
                            "--modes", "off,default", "--side-by-side-rounds", "3", "--device", "cpu",
-                           "--max-minutes", "5", "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+                           "--max-minutes", "5")
     results = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()]
     assert {(r["mode"], r["shape"]) for r in results if r.get("code_files")} == {
         (m, s) for m in ("off", "default") for s in ("mm 64x128x32 float32 NN", "mm 48x64x40 float32 NT")}
@@ -122,7 +114,7 @@ def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
              "print('ok', tuple(out.shape), args[1].stride())\n")
     files = {(r["mode"], r["shape"][-2:]): str(out / r["code_files"][0]) for r in results if r.get("code_files")}
     run = subprocess.run([sys.executable, "-c", check, files["off", "NT"], files["default", "NT"], files["off", "NN"]],
-                         env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+                         env=clean_env(), capture_output=True, text=True, timeout=300, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split()[:3] == ["ok", "(48,", "40)"] and "(1, 64)" in run.stdout  # the NT operand's strides
 
@@ -133,15 +125,8 @@ def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
 def test_on_a_gpu_identical_code_times_alike_side_by_side(tmp_path):
     """Off and fast on an aligned bf16 GEMM where fast mode keeps cuBLAS: the same generated code, timed by
     CUDA-graph replay on shared inputs in one process, within 3% of itself."""
-    shapes = tmp_path / "shapes.csv"
-    shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,2048,4096,4096,1,bfloat16,NN\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
-    env["PYTHONPATH"] = REPO
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.compile_cost", str(shapes), "--shapes", "1",
-                           "--modes", "off,fast", "--max-minutes", "4", "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = run_compile_cost(tmp_path, ["mm,2048,4096,4096,1,bfloat16,NN"], "--shapes", "1", "--modes", "off,fast",
+                           "--max-minutes", "4")
     results = {json.loads(ln)["mode"]: json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()}
     assert results["off"]["code"] == results["fast"]["code"], "fast mode did not keep cuBLAS alone here"
     side = {json.loads(ln)["mode"]: json.loads(ln) for ln in (out / "side_by_side.jsonl").read_text().splitlines()}
