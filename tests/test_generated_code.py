@@ -61,26 +61,52 @@ def test_comments_and_blank_lines_do_not_count_and_code_does():
     assert code_fingerprint([cpp]) != code_fingerprint([cpp.replace("#pragma omp parallel\n", "")])
 
 
-def test_a_graph_compiled_only_to_benchmark_a_candidate_is_not_kept():
-    """Inductor names the graphs it compiles to time a subgraph candidate (decompose-K) ``benchmark_*``; their
-    modules never run in the compiled call. A real GraphLowering of each kind is set as the handler while
-    Inductor's hook is called, as during a compile."""
-    import torch
-    from torch._inductor.graph import GraphLowering
-    from torch._inductor.virtualized import V
+BENCHMARK_CHILD = r"""
+import json, torch
+from torch._inductor.graph import GraphLowering
+from torch._inductor.kernel.custom_op import CustomOpConfig, register_custom_op_autotuning
+from torchgen_ah.evaluation.generated_code import first_call_with_code
 
-    from torchgen_ah.evaluation.generated_code import first_call_with_code
+@torch.library.custom_op("ahtest::doubled", mutates_args=())
+def doubled(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
 
-    gm = torch.fx.symbolic_trace(lambda a: a + 1)
-    graphs = {name: GraphLowering(gm, example_inputs=[torch.ones(2)], name=name)
-              for name in ("benchmark_decompose_k_mm_k_split_4", None)}
+@doubled.register_fake
+def _(x):
+    return torch.empty_like(x)
 
-    def compiled():
-        for name, graph in graphs.items():
-            with V.set_graph_handler(graph):
-                GraphLowering.save_output_code(f"module of {name}")
-        GraphLowering.save_output_code("module with no graph handler")
-        return "out"
+def times_two(x):
+    return x * 2
 
-    out, codes = first_call_with_code(GraphLowering, compiled, ())
-    assert out == "out" and codes == ["module of None", "module with no graph handler"]
+def plus_itself(x):
+    return x + x
+
+register_custom_op_autotuning(doubled, configs=[CustomOpConfig(times_two), CustomOpConfig(plus_itself)])
+graphs = []
+compile_to_module = GraphLowering.compile_to_module
+def recording(self, *args, **kwargs):
+    graphs.append(str(self.name))
+    return compile_to_module(self, *args, **kwargs)
+GraphLowering.compile_to_module = recording
+x = torch.randn(64, 64)
+fn = lambda a: doubled(a).relu()
+out, codes = first_call_with_code(GraphLowering, torch.compile(fn, mode="max-autotune-no-cudagraphs"), (x,))
+assert torch.allclose(out, fn(x))
+print("RESULT " + json.dumps({"graphs": graphs, "kept": len(codes), "relu": ["relu" in c or "max" in c for c in codes]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_graph_compiled_only_to_benchmark_a_candidate_is_not_kept(tmp_path):
+    """Inductor compiles a graph of its own to time each decomposition of an autotuned custom op (as for
+    decompose-K on a GPU), named ``benchmark_*``; those modules never run in the compiled call. A real
+    compile on the CPU: the candidates' graphs are compiled, only the call's own module is kept."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
+    env.update(PYTHONPATH=REPO, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"), TORCHINDUCTOR_FX_GRAPH_CACHE="0")
+    proc = subprocess.run([sys.executable, "-c", BENCHMARK_CHILD], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1][len("RESULT "):])
+    benchmark_graphs = [g for g in out["graphs"] if g.startswith("benchmark_")]
+    assert len(benchmark_graphs) == 2, out["graphs"]  # one per decomposition, each compiled to a module
+    assert out["kept"] == len(out["graphs"]) - 2 == 1
+    assert out["relu"] == [True]  # the kept module is the call's own graph, with the relu after the op

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -62,20 +63,79 @@ def test_the_modes_triton_caches_are_linked_into_one_folder_once_per_kernel(tmp_
     assert (target / "k3" / "kernel.cubin").read_text() == "fast k3"
 
 
-def _side(mode, shape, ms, proc=0):
-    return {"mode": mode, "op": "mm", "shape": shape, "proc": proc, "ms": ms, "replay_ms": ms,
-            "rounds": [ms] * 5, "method": "cudagraph_replay"}
+def test_the_launch_configs_the_modes_tuned_are_found_beside_the_same_kernel_sources(tmp_path):
+    for mode, config in (("default", '{"XBLOCK": 64}'), ("fast", '{"XBLOCK": 128}')):
+        folder = tmp_path / "run" / f"caches_{mode}" / "inductor" / "ab"
+        folder.mkdir(parents=True)
+        (folder / "cabcdef.py").write_text("# a kernel's source\n")
+        (folder / "cabcdef.best_config").write_text(config)
+        (folder / f"c{mode}.best_config").write_text(config)
+    target = tmp_path / "fresh_inductor_cache"
+    assert side_by_side.link_tuned_configs(str(tmp_path / "run"), str(target)) == 3
+    assert sorted(os.listdir(target / "ab")) == ["cabcdef.best_config", "cdefault.best_config", "cfast.best_config"]
+    assert (target / "ab" / "cabcdef.best_config").read_text() == '{"XBLOCK": 64}'  # the first by path, once
 
 
-def test_the_report_judges_the_side_by_side_table_on_its_own_times():
-    per_process = [{"mode": m, "op": "mm", "shape": "a", "rep": 0, "proc": 0, "seconds": 1.0, "replay_ms": ms,
-                    "timings": []} for m, ms in (("off", 0.0100), ("default", 0.0110), ("fast", 0.0104))]
-    side = [_side("off", "a", 0.0101), _side("default", "a", 0.0110), _side("fast", "a", 0.0101)]
+def _side(mode, shape, ms=None, proc=0, rounds=None, run=None):
+    rounds = rounds or [ms] * 6
+    ms = statistics.median(rounds)
+    line = {"mode": mode, "op": "mm", "shape": shape, "proc": proc, "ms": ms, "replay_ms": ms, "rounds": rounds,
+            "method": "cudagraph_replay"}
+    return line if run is None else {**line, "run": run}
+
+
+def _result(mode, shape, ms, code, run=None):
+    line = {"mode": mode, "op": "mm", "shape": shape, "rep": 0, "proc": 0, "seconds": 1.0, "replay_ms": ms,
+            "timings": [], "code": code}
+    return line if run is None else {**line, "run": run}
+
+
+def test_the_report_judges_the_side_by_side_table_on_its_own_times_and_states_the_noise_of_identical_code():
+    per_process = [_result("off", "a", 0.0100, "c1"), _result("default", "a", 0.0110, "c2"),
+                   _result("fast", "a", 0.0104, "c1")]
+    side = [_side("off", "a", 0.0101), _side("default", "a", 0.0110),
+            _side("fast", "a", 0.0100)]
     text = kernel_times.markdown(per_process, side)
     first, second = text.split("The same generated code timed side by side")
     assert "| a | 10.0 | 11.0 | 10.4 | 1.040 |" in first and "geomean 1.040x" in first
-    assert "by CUDA-graph replay, modes interleaved over 5 rounds" in second
-    assert "| a | 10.1 | 11.0 | 10.1 | 1.000 |" in second and "geomean 1.000x" in second
+    assert "by CUDA-graph replay, modes interleaved over 6 rounds" in second
+    assert "| a | 10.1 | 11.0 | 10.0 | 0.990 |" in second and "geomean 0.990x" in second
+    # off and fast generated the same code: their side-by-side ratio is the timing's noise
+    assert "the same code, side by side: 0.990-0.990x of each other over 1 pairs" in second
+
+
+def test_side_by_side_ratios_pair_rounds_so_a_drift_over_the_rounds_cancels():
+    """The GPU slows down for good in round 3, after off was timed and before fast: the medians over the rounds
+    lie 1.33x apart, round by round the two are equal."""
+    off = _side("off", "a", rounds=[0.010, 0.010, 0.010, 0.020, 0.020, 0.020])
+    fast = _side("fast", "a", rounds=[0.010, 0.010, 0.020, 0.020, 0.020, 0.020])
+    [row] = kernel_times.side_rows([off, fast])
+    assert (row["off"], row["fast"]) == (0.015, 0.020)
+    assert row["fast_vs_best"] == 1.0
+
+
+def test_combined_runs_are_not_mixed_within_a_shape():
+    """A shape's row comes from one run: the latest that timed default on it (else off alone)."""
+    side = [_side("off", "a", 0.010, run=0), _side("default", "a", 0.009, run=0), _side("fast", "a", 0.011, run=0),
+            _side("off", "a", 0.012, run=1), _side("fast", "a", 0.012, run=1),
+            _side("off", "b", 0.010, run=0), _side("fast", "b", 0.010, run=0),
+            _side("off", "b", 0.020, run=1), _side("fast", "b", 0.019, run=1)]
+    rows = {r["shape"]: r for r in kernel_times.side_rows(side)}
+    assert (rows["a"]["run"], rows["a"]["off"], rows["a"]["fast_vs_best"]) == (0, 0.010, 0.011 / 0.009)
+    assert (rows["b"]["run"], rows["b"]["default"], rows["b"]["fast_vs_best"]) == (1, None, 0.95)
+
+
+def test_a_new_run_drops_an_earlier_runs_side_by_side_lines_and_modules(tmp_path):
+    out = tmp_path / "out"
+    (out / "code").mkdir(parents=True)
+    (out / "code" / "off_p0_000_0.py").write_text("# an earlier run's module\n")
+    (out / side_by_side.LINES).write_text(json.dumps(_side("fast", "mm 8x8x8 float32 NN", 0.001)) + "\n")
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("op,m,k,n,batch,dtype,layout\nmm,8,8,8,1,float32,NN\n")
+    # no time for any mode: nothing is compiled, and nothing of the earlier run may be reported
+    assert compile_cost.main([str(shapes), "--modes", "off", "--device", "cpu", "--max-minutes", "0",
+                              "--out", str(out)]) == 1
+    assert not (out / side_by_side.LINES).exists() and not (out / "code").exists()
 
 
 def test_combine_finds_the_side_by_side_lines_kept_beside_a_results_file(tmp_path):
@@ -95,7 +155,7 @@ def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
     Inductor's harness and computes the product; the two modes of a shape share their inputs, another
     shape's module does not take them; the side-by-side lines time both modes on both shapes."""
     out = run_compile_cost(tmp_path, ["mm,64,128,32,1,float32,NN", "mm,48,64,40,1,float32,NT"], "--shapes", "2",
-                           "--modes", "off,default", "--side-by-side-rounds", "3", "--device", "cpu",
+                           "--modes", "off,default", "--side-by-side-rounds", "4", "--device", "cpu",
                            "--max-minutes", "5")
     results = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()]
     assert {(r["mode"], r["shape"]) for r in results if r.get("code_files")} == {
@@ -103,7 +163,7 @@ def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
     lines = [json.loads(ln) for ln in (out / "side_by_side.jsonl").read_text().splitlines()]
     assert sorted((ln["mode"], ln["shape"]) for ln in lines) == sorted(
         (r["mode"], r["shape"]) for r in results if r.get("code_files"))
-    assert all(ln["method"] == "cpu_wall" and len(ln["rounds"]) == 3 and ln["ms"] > 0 for ln in lines)
+    assert all(ln["method"] == "cpu_wall" and len(ln["rounds"]) == 4 and ln["ms"] > 0 for ln in lines)
     assert "Modes: off: ok, default: ok, side_by_side: ok" in (out / "compile_cost.md").read_text()
     check = ("import sys, torch\nfrom torchgen_ah.evaluation.side_by_side import load_generated_module, runner\n"
              "m = load_generated_module(sys.argv[1])\nargs = m.get_args()\nout = m.call(list(args))[0]\n"

@@ -29,7 +29,7 @@ Modes (environment of the process; the plugin reads it at ``import torch``):
 The modes' processes also save the modules they generated (``OUT/code/``); after the modes, one
 fresh process loads every mode's modules of each shape and times them side by side, modes interleaved
 (``side_by_side``): two processes running the same cuBLAS call replay a few percent apart, as much as the
-fast-mode bar, and this second table tells the kernels apart from the processes.
+fast-mode bar; this second table takes the processes out of the comparison, and states the noise left.
 
 Writes ``compile_cost.json`` ({op: {"compile_seconds": {mode: mean}, "autotune_seconds": {mode: mean}}}, the
 input of ``torchgen_ah.evaluate --compile-cost``), ``compile_cost.csv`` (per shape) and a markdown table; on
@@ -354,7 +354,8 @@ def main(argv=None) -> int:
                              "(e.g. benchmarks/RESULTS.md)")
     parser.add_argument("--side-by-side-rounds", type=int, default=side_by_side.DEFAULT_ROUNDS,
                         help="after the modes, time every mode's generated code for each shape in one fresh process, "
-                             "this many interleaved rounds (up to --side-by-side-minutes more); 0: skip")
+                             "this many interleaved rounds (up to --side-by-side-minutes more; a multiple of the "
+                             "number of modes runs each first equally often); 0: skip")
     parser.add_argument("--side-by-side-minutes", type=float, default=2.0,
                         help="time the side-by-side step may take after the modes")
     add_combine_arguments(parser)
@@ -373,6 +374,7 @@ def main(argv=None) -> int:
             return command_line.fail("compile_cost", ValueError(f"--modes: unknown mode {mode!r}; known: "
                                                                 f"{', '.join(ALL_MODES)}"), 2)
     result_path = fresh_results_path(args.out)
+    side_by_side.clear(args.out)
     deadline = time.time() + args.max_minutes * 60
     extra = None
     if args.profile and len(all_shapes) > args.shapes:
@@ -397,12 +399,23 @@ def main(argv=None) -> int:
             step, shapes, device, work, left, "torchgen_ah.evaluation.compile_cost", spec_extra(step, proc)),
             label=label))
     results = read_results(result_path)
+    side = []
     if args.side_by_side_rounds > 0 and results:
-        status["side_by_side"] = side_by_side.run(args.out, results, device, args.side_by_side_rounds,
-                                                  args.side_by_side_minutes * 60)
+        status["side_by_side"], side = side_by_side_step(args.out, results, device, args.side_by_side_rounds,
+                                                         args.side_by_side_minutes * 60)
     command = "python -m torchgen_ah.compile_cost " + " ".join(argv if argv is not None else sys.argv[1:])
-    report(results, command, args.out, args.results, status, side=side_by_side.read_lines(args.out))
+    report(results, command, args.out, args.results, status, side=side)
     return 0 if results else 1
+
+
+def side_by_side_step(out: str, results: list[dict], device: str, rounds: int, seconds: float) -> tuple[str, list]:
+    """(outcome for the report's status line, the side-by-side lines): the step never costs the report the
+    modes' results, whatever fails in it."""
+    try:
+        outcome = side_by_side.run(out, results, device, rounds, seconds)
+        return outcome, side_by_side.read_lines(out)
+    except Exception as exc:  # a file system error, a line cut off by the timeout: reported, the rest stands
+        return f"failed ({type(exc).__name__}: {exc})", []
 
 
 def report(results: list[dict], command: str, out: str, results_md: str | None, status: dict | None = None,
@@ -440,17 +453,20 @@ def side_lines_beside(paths: list[str]) -> list[dict]:
         stem = os.path.splitext(name)[0]
         side = os.path.join(folder, side_by_side.LINES if stem == "results" else f"{stem}.{side_by_side.LINES}")
         if os.path.exists(side):
-            lines += side_by_side.read_lines(os.path.dirname(side) or ".", os.path.basename(side))
+            run = paths.index(path)  # the side-by-side table pairs a shape's modes within one run only
+            lines += [{**line, "run": run} for line in side_by_side.read_lines(os.path.dirname(side) or ".",
+                                                                              os.path.basename(side))]
     return lines
 
 
 def combined_results(prog: str, paths: list[str]) -> list[dict] | int:
-    """The lines of several runs' results files (``--combine``), or the exit code after saying why not."""
+    """The lines of several runs' results files (``--combine``), each tagged with its file's index (``run``),
+    or the exit code after saying why not."""
     results = []
-    for path in paths:
+    for run, path in enumerate(paths):
         if not os.path.exists(path):
             return command_line.fail(prog, FileNotFoundError(f"{path}: no such results file"), 2)
-        results += read_results(path)
+        results += [{**line, "run": run} for line in read_results(path)]
     if not results:
         return command_line.fail(prog, ValueError(f"{', '.join(paths)}: no results lines"), 1)
     return results

@@ -202,13 +202,78 @@ def kernel_table(rows: list[dict], processes: int, title: str | None = None) -> 
     return lines
 
 
+def _paired(lines: dict, mode: str, baselines=("off", "default")) -> float:
+    """``mode``'s time over the best baseline's, round by round (each round timed every mode once, so a drift
+    of the GPU's clock over the rounds cancels), the median over rounds; the medians' ratio when the rounds
+    do not pair up."""
+    base = [lines[m] for m in baselines if m in lines]
+    rounds = [line.get("rounds") or [] for line in (lines[mode], *base)]
+    if len({len(r) for r in rounds}) == 1 and rounds[0]:
+        return statistics.median(r / min(b[i] for b in rounds[1:]) for i, r in enumerate(rounds[0]))
+    return lines[mode]["ms"] / min(b["ms"] for b in base)
+
+
+def side_rows(side: list[dict]) -> list[dict]:
+    """Per shape, the side-by-side times and ratios of one run (``run``: the results file it came from under
+    ``--combine``, 0 otherwise): the latest run that timed default max-autotune on the shape, else the latest
+    that timed off. Times of one mode over several processes: the median; a judged mode's ratio: the median
+    over processes of its round-by-round ratio to the better of off and default (``_paired``)."""
+    by_shape: dict = {}
+    for line in side:
+        by_shape.setdefault(line["shape"], {}).setdefault(line.get("run", 0), {}).setdefault(
+            line.get("proc", 0), {})[line["mode"]] = line
+    rows = []
+    for shape, runs in by_shape.items():
+        timed = {run: procs for run, procs in runs.items() if any("off" in modes for modes in procs.values())}
+        if not timed:
+            continue
+        with_default = [run for run, procs in timed.items() if any("default" in m for m in procs.values())]
+        run = max(with_default or timed)
+        procs = timed[run]
+        row = {"shape": shape, "run": run}
+        for mode in ("off", "default", *JUDGED):
+            times = [modes[mode]["ms"] for modes in procs.values() if mode in modes]
+            row[mode] = statistics.median(times) if times else None
+        for mode in JUDGED:
+            ratios = [_paired(modes, mode) for modes in procs.values() if mode in modes and "off" in modes]
+            if ratios:
+                row[f"{mode}_vs_best"] = statistics.median(ratios)
+            else:
+                row.pop(mode)
+        rows.append(row)
+    return rows
+
+
+def identical_code_spread(results: list[dict], side: list[dict]) -> tuple[float, float, int] | None:
+    """(lowest, highest, pairs) of the round-by-round ratio between two modes of one shape, run and process
+    that generated the same code (the same fingerprint): the side-by-side timing's own noise, the size a
+    difference must exceed to be the kernels'. None without such a pair."""
+    code = {(r.get("run", 0), r.get("proc", 0), r["shape"], r["mode"]): r.get("code") for r in results
+            if not r.get("rep", 0)}
+    groups: dict = {}
+    for line in side:
+        groups.setdefault((line.get("run", 0), line.get("proc", 0), line["shape"]), {})[line["mode"]] = line
+    ratios = []
+    for key, lines in groups.items():
+        modes = sorted(lines)
+        for i, a in enumerate(modes):
+            for b in modes[i + 1:]:
+                ca, cb = code.get((*key, a)), code.get((*key, b))
+                if ca and ca == cb:
+                    ratios.append(_paired(lines, a, (b,)))
+    return (min(ratios), max(ratios), len(ratios)) if ratios else None
+
+
 def side_by_side_title(side: list[dict]) -> str:
     """The line above the side-by-side table: how its times were taken."""
     rounds = max((len(line.get("rounds", [])) for line in side), default=0)
     how = "CUDA-graph replay" if all(line.get("method") == "cudagraph_replay" for line in side) else "wall clock"
+    runs = len({line.get("run", 0) for line in side})
+    which = (f" Of the {runs} runs combined, each shape's row is from the latest that timed default on it." if runs > 1
+             else "")
     return (f"The same generated code timed side by side (us): each mode's modules, as its fresh process generated "
-            f"them, loaded into one process and timed by {how}, modes interleaved over {rounds} rounds (the median; "
-            f"over processes, the median of those):")
+            f"them, loaded into one process and timed by {how}, modes interleaved over {rounds} rounds; times are the "
+            f"median over the rounds, ratios the median of the round-by-round ratios.{which}")
 
 
 def markdown(results: list[dict], side: list[dict] | None = None) -> str:
@@ -216,9 +281,13 @@ def markdown(results: list[dict], side: list[dict] | None = None) -> str:
     agreement table (empty string when no line has replay times)."""
     rows = kernel_rows(results)
     lines = kernel_table(rows, _process_count(results)) if rows else []
-    side_rows = kernel_rows(side) if side else []
-    if side_rows:
-        lines += ["", *kernel_table(side_rows, _process_count(side), side_by_side_title(side))]
+    paired = side_rows(side) if side else []
+    if paired:
+        lines += ["", *kernel_table(paired, _process_count(side), side_by_side_title(side))]
+        spread = identical_code_spread(results, side)
+        if spread:
+            lines.append(f"Two modes that generated the same code, side by side: {spread[0]:.3f}-{spread[1]:.3f}x of "
+                         f"each other over {spread[2]} pairs (the timing's own noise).")
     cached = cache_rows(results)
     if cached:
         lines += cache_lines(cached)

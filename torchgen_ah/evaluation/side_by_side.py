@@ -4,19 +4,25 @@
 there. Two processes running the very same kernels then replay a few percent apart (the same cuBLAS call
 measured 0.989-1.042x of itself across processes on an H200), which is as large as the fast-mode bar
 itself. This step takes the modules each mode's process generated (saved by ``compile_cost``), loads them
-all into one fresh process and times them in rounds, modes interleaved and their order rotated each round:
-a difference that remains is the kernels', not the processes'.
+all into one fresh process and times them in rounds, modes interleaved and their order rotated each round.
+The report pairs the rounds (``kernel_times.side_rows``) and states how far apart two modes that generated
+the very same code still measure (on the H200: 0.98-1.02x): a difference beyond that is the kernels'.
 
 Each module is Inductor's own output code: ``get_args()`` makes inputs of the compiled graph's sizes and
 strides and ``call(args)`` runs the graph (the harness Inductor writes into every module). Every mode of a
 shape runs on the same input tensors where its graph takes the same ones: on an H200, the same cuBLAS call
-on inputs of its own measured up to 2% apart from itself even interleaved in one process. On a GPU each
+on inputs of its own measured up to 2.2% apart from itself even interleaved in one process (1.6% on shared
+inputs). On a GPU each
 call is timed by CUDA-graph replay (``ah_plugin.replay_timing``), as in the mode's own process; on a CPU by
 wall clock, so the whole path runs in CI. The modes' Triton caches are offered to the process (linked into
-one folder, each kernel under its own key), so it recompiles no kernel a mode already built.
+one folder, each kernel under its own key), so it recompiles no kernel a mode already built, and so are the
+launch configs Inductor tuned for the modes' other kernels (``*.best_config`` beside each kernel's source),
+so a pointwise or reduction kernel runs with the config its mode chose instead of being tuned again.
 
 Run by ``compile_cost`` after the modes (``--side-by-side-rounds``); writes ``side_by_side.jsonl`` beside
-``results.jsonl``: one line per shape, mode and process with the median over the rounds.
+``results.jsonl``: one line per shape, mode and process with every round's time and their median. A module
+that cannot be loaded or run, or a shape whose timing fails, is named in ``side_by_side.log`` and left out;
+the other shapes go on.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import tempfile
 import time
 
 LINES = "side_by_side.jsonl"
-DEFAULT_ROUNDS = 5
+DEFAULT_ROUNDS = 6  # a multiple of 2 and 3: with the rotation, each of two or three modes runs first as often
 METHOD_REPLAY = "cudagraph_replay"
 METHOD_CPU_WALL = "cpu_wall"
 
@@ -127,20 +133,54 @@ def plan(results: list[dict]) -> dict:
     return {shape: entries for shape, entries in out.items() if len(entries) > 1}
 
 
+def _mode_caches(out_dir: str, kind: str):
+    """The ``caches_<mode>/<kind>`` folders under ``out_dir`` (every repetition's), in the order of their paths."""
+    for root, dirs, _ in os.walk(out_dir):
+        dirs.sort()
+        if os.path.basename(root) == kind and os.path.basename(os.path.dirname(root)).startswith("caches_"):
+            dirs[:] = []
+            yield os.path.abspath(root)
+
+
 def link_triton_caches(out_dir: str, target: str) -> int:
     """Link every kernel folder of the modes' Triton caches under ``out_dir`` (``**/caches_*/triton/KEY``)
     into ``target``; a key already there is the same kernel and is skipped. Returns the number linked."""
     os.makedirs(target, exist_ok=True)
     linked = 0
-    for root, dirs, _ in os.walk(out_dir):
-        if os.path.basename(root) == "triton" and os.path.basename(os.path.dirname(root)).startswith("caches_"):
-            for key in dirs:
-                dest = os.path.join(target, key)
-                if not os.path.exists(dest):
-                    os.symlink(os.path.join(os.path.abspath(root), key), dest)
-                    linked += 1
-            dirs[:] = []  # the key folders themselves hold no caches
+    for cache in _mode_caches(out_dir, "triton"):
+        for key in sorted(os.listdir(cache)):
+            dest = os.path.join(target, key)
+            if os.path.isdir(os.path.join(cache, key)) and not os.path.lexists(dest):
+                os.symlink(os.path.join(cache, key), dest)
+                linked += 1
     return linked
+
+
+def link_tuned_configs(out_dir: str, target: str) -> int:
+    """Link the launch configs the modes' processes tuned (``**/caches_*/inductor/**.best_config``) into
+    ``target`` at the same relative paths: Inductor looks for a kernel's config beside its source, whose path
+    below the cache folder is a hash of the source. Of two modes that tuned one kernel, the first by path
+    (``caches_default`` before ``caches_fast``) gives its config. Returns the number linked."""
+    linked = 0
+    for cache in _mode_caches(out_dir, "inductor"):
+        for root, _, files in os.walk(cache):
+            for name in files:
+                if not name.endswith(".best_config"):
+                    continue
+                dest = os.path.join(target, os.path.relpath(os.path.join(root, name), cache))
+                if not os.path.lexists(dest):
+                    os.makedirs(os.path.dirname(dest), exist_ok=True)
+                    os.symlink(os.path.join(root, name), dest)
+                    linked += 1
+    return linked
+
+
+def clear(out_dir: str) -> None:
+    """Remove an earlier run's side-by-side lines and saved modules from ``out_dir``."""
+    lines = os.path.join(out_dir, LINES)
+    if os.path.exists(lines):
+        os.remove(lines)
+    shutil.rmtree(os.path.join(out_dir, "code"), ignore_errors=True)
 
 
 def worker(spec: dict) -> None:
@@ -161,12 +201,16 @@ def worker(spec: dict) -> None:
                 fns[label], inputs = runner([os.path.join(base, f) for f in files], shared)
                 shared = shared or inputs  # the first mode's inputs, for every mode whose graph takes the same
                 ops[label] = op
-            except GeneratedModuleError as exc:
-                print(f"{shape}: {label} left out: {exc}", flush=True)
-        if not fns:
+            except Exception as exc:  # one module that cannot be made ready must not lose the others
+                print(f"{shape}: {label} left out: {type(exc).__name__}: {exc}", flush=True)
+        if len(fns) < 2:
             continue
-        with torch.no_grad():
-            times = interleaved(fns, spec["rounds"], timer)
+        try:
+            with torch.no_grad():
+                times = interleaved(fns, spec["rounds"], timer)
+        except Exception as exc:  # a call or a capture that fails: this shape is left out, the next one runs
+            print(f"{shape}: not timed: {type(exc).__name__}: {exc}", flush=True)
+            continue
         with open(os.path.join(base, LINES), "a", encoding="utf-8") as f:
             for label, ms in times.items():
                 mode, proc = label.rsplit("#", 1)
@@ -193,6 +237,7 @@ def run(out_dir: str, results: list[dict], device: str, rounds: int, timeout: fl
     env.update(AH_PLUGIN_DISABLE="1", TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor"),
                TRITON_CACHE_DIR=os.path.join(work, "triton"))
     link_triton_caches(out_dir, env["TRITON_CACHE_DIR"])
+    link_tuned_configs(out_dir, env["TORCHINDUCTOR_CACHE_DIR"])
     with_package_on_path(env)
     spec_path = os.path.join(work, "spec.json")
     with open(spec_path, "w", encoding="utf-8") as f:
