@@ -84,6 +84,11 @@ def choice_id(kind: str, name: str, params: dict | None = None) -> str:
     return f"{kind}_{name}" + (f"_{extras}" if extras else "")
 
 
+# quality mode's padded candidate (ah_plugin/inductor/padded_choice.py): a subgraph template of this name
+PADDED_CHOICE_NAME = "ah_padded_mm"
+PADDED_CHOICE_ID = f"subgraph_{PADDED_CHOICE_NAME}"
+
+
 def unique_ids(ids: list[str]) -> list[str]:
     """Same ids, the 2nd, 3rd ... repeat of one id suffixed ``#2``, ``#3`` (order-deterministic)."""
     seen: dict[str, int] = {}

@@ -53,13 +53,15 @@ import warnings
 from dataclasses import dataclass, field
 
 from ah_plugin import artifact_loader, features, l2_residency
+from ah_plugin.choice_ids import PADDED_CHOICE_ID
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
 from ah_plugin.verbose_output import say
 
 # bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
-# 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way)
-RULES_VERSION = 5
+# 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way; 6: quality
+# mode keeps its padded candidate)
+RULES_VERSION = 6
 # fast mode leaves a GEMM unpadded only where the ranking's first template has at least this share, padded and
 # not. On the H200's unaligned GEMMs padding beat the best template on two: 2048x768x1001 (13.1 against 16.8 us),
 # whose padded twin ranks cuBLAS first, and 1024x1000x999 (13.9 against 17.3), ranked with no confidence (0)
@@ -218,6 +220,8 @@ def choose(
         keep = ranked_ids[: options.top_k]
     if options.keep_aten:
         keep += [c for c in candidates if is_aten_choice(c) and c not in keep]
+    if options.quality:  # offered only in quality mode, and no packaged ranking knows it: always timed
+        keep += [c for c in candidates if c == PADDED_CHOICE_ID and c not in keep]
     floor = min(options.min_choices, len(candidates))
     if len(keep) < floor:
         # fill from the ranking, then aten, then Inductor's order (choices the artifact never saw)

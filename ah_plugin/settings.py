@@ -44,6 +44,8 @@ ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: the share a template needs
 ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast/quality modes: "skip" (max-autotune tunes GEMMs only, default) | "tune"
 ENV_L2_RULE = "AH_PLUGIN_L2_RULE"  # fast mode: aten alone on memory-bound GEMMs within L2 ("on", default) | "off"
 ENV_COMPILE_ONCE = "AH_PLUGIN_COMPILE_ONCE"  # a kept template reuses its autotuning's compile ("on", default) | "off"
+ENV_PADDED_CHOICE = "AH_PLUGIN_PADDED_CHOICE"  # quality mode: the padded GEMM as a candidate ("auto": on CUDA) | "on" | "off"
+PADDED_CHOICE_VALUES = ("auto", "on", "off")
 # The results cache (ah_plugin/tunable) owns the meaning of these; any of them switches the hook on.
 TUNABLE_PREFIX = "AH_TUNABLE_"
 
@@ -125,6 +127,7 @@ class Settings:
     quality: bool = False  # quality mode: the top QUALITY_TOP_K (not top_k) of a space with persistent TMA, and aten
     l2_rule: bool = True  # fast mode: aten alone on memory-bound GEMMs within L2 (l2_residency)
     compile_once: bool = True  # a benchmarked template that wins compiles once (patches/compile_once.py)
+    padded_choice: str = "auto"  # quality mode: cuBLAS on the padded GEMM as one more candidate (inductor/padded_choice.py)
 
     @property
     def gemm_only(self) -> bool:
@@ -141,6 +144,13 @@ class Settings:
     def persistent_tma(self) -> bool:
         """Quality mode offers Inductor's persistent TMA mm template (patches/mode_options.py)."""
         return bool(self.use) and self.quality
+
+    def offers_padded(self, device_type: str) -> bool:
+        """Quality mode offers the padded GEMM as a candidate on this device (``padded_choice``: "auto" on
+        CUDA, where cuBLAS takes a slow path on unaligned operands; "on" on any device)."""
+        if not (self.use and self.quality) or self.padded_choice == "off":
+            return False
+        return self.padded_choice == "on" or device_type == "cuda"
 
     @property
     def collect_ops(self) -> frozenset:
@@ -257,6 +267,12 @@ def _non_gemm(text: str) -> bool:
     return NON_GEMM_VALUES[text.lower()]
 
 
+def _padded_choice(text: str) -> str:
+    if text.strip().lower() not in PADDED_CHOICE_VALUES:
+        raise BadValue(f"one of {', '.join(PADDED_CHOICE_VALUES)}")
+    return text.strip().lower()
+
+
 def _search_space(text: str) -> str:
     if text.lower() not in SEARCH_SPACES:
         raise BadValue(f"one of {', '.join(SEARCH_SPACES)}")
@@ -278,6 +294,7 @@ _PARSED = {
     ENV_NON_GEMM: ("tune_non_gemm", _non_gemm),
     ENV_L2_RULE: ("l2_rule", parse_bool),
     ENV_COMPILE_ONCE: ("compile_once", parse_bool),
+    ENV_PADDED_CHOICE: ("padded_choice", _padded_choice),
 }
 
 
@@ -360,6 +377,8 @@ def _normalise_api(values: dict) -> dict:
                 value = _margin(str(value))
             elif key == "search_space":
                 value = _search_space(str(value))
+            elif key == "padded_choice":
+                value = _padded_choice(str(value))
             elif key in ("tune_non_gemm", "l2_rule", "compile_once"):
                 value = parse_bool(str(value))
             elif key in ("top_k", "min_choices"):
@@ -397,6 +416,7 @@ def describe(settings: Settings) -> str:
         f"top_k={settings.top_k};fast={settings.fast}:{settings.confidence};quality={settings.quality};"
         f"adaptive={settings.adaptive}:{settings.top_k_mass};timing={settings.timing};margin={settings.aten_margin};"
         f"non_gemm={settings.tune_non_gemm};l2_rule={settings.l2_rule};once={settings.compile_once};"
+        f"padded={settings.padded_choice};"
         f"min={settings.min_choices};aten={settings.keep_aten};artifact_dir={settings.artifact_dir};"
         f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable};"
         f"ranking_off={','.join(settings.ranking_off)}"
@@ -421,6 +441,7 @@ __all__ = [
     "ENV_NON_GEMM",
     "ENV_L2_RULE",
     "ENV_COMPILE_ONCE",
+    "ENV_PADDED_CHOICE",
     "ENV_CONFIDENCE",
     "TUNABLE_PREFIX",
     "KNOWN_OPS",

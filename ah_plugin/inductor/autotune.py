@@ -27,7 +27,7 @@ import torch._inductor.config as inductor_config
 from .. import aten_margin, cpu_gemm, registry, settings
 from ..policy import AutotuneRequest
 from ..replay_timing import METHOD_REPLAY
-from . import numerical_check, wide_space
+from . import numerical_check, padded_choice, wide_space
 from .patches import benchmarker, compile_once, selector_frame
 from .requests import build_request, caller_ids, is_extern_caller, ktc_ids
 
@@ -92,7 +92,10 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
     current = settings.current()
     if not (current.active or registry.registered_policies()):
         return ktcs
-    if len(ktcs) == 1 and kernel_inputs.device_type == "cpu":
+    inner = padded_choice.in_padded_graph()  # the padded candidate's own mm: nothing to offer or say again
+    if op_name == "mm" and not inner and current.offers_padded(kernel_inputs.device_type or ""):
+        ktcs = _with_padded(ktcs, kernel_inputs)
+    if len(ktcs) == 1 and kernel_inputs.device_type == "cpu" and not inner:
         cpu_gemm.note_not_autotuned(op_name, current)  # nothing to choose: say so when mm was asked for
     # fast and quality modes rank Inductor's own candidates (quality: with persistent TMA): widening
     # enumerates the exhaustive list at every lowering, which costs more compile time than either may spend
@@ -110,6 +113,16 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
         return ktcs
     request = build_request(op_name, kernel_inputs.nodes(), ids, "pre_codegen")
     return _kept(ktcs, ids, select(request, current))[0]
+
+
+def _with_padded(ktcs, kernel_inputs) -> list:
+    """``ktcs`` and quality mode's padded candidate where it applies (``padded_choice``)."""
+    try:
+        extra = padded_choice.padded_ktc(ktcs, kernel_inputs)
+    except Exception as exc:  # a torch whose subgraph templates differ: Inductor's candidates as they are
+        registry.warn_once(("padded", type(exc)), f"ah_plugin: padded candidate unavailable ({exc!r})")
+        return ktcs
+    return ktcs if extra is None else [*ktcs, extra]
 
 
 def preprocess(choices):

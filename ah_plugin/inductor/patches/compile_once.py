@@ -62,11 +62,18 @@ def _digest(form: str) -> str:
 
 
 def remember(choices) -> None:
-    """Note the benchmark modules of the Triton template candidates about to be compiled and timed."""
+    """Note the benchmark modules of the Triton template candidates about to be compiled and timed. Only
+    those are asked for their benchmark request: on torch 2.13 a subgraph candidate's (decompose-K, the
+    padded candidate) raises when it was made outside Inductor's pipelined autotuning."""
     for choice in choices:
-        bmreq = getattr(choice, "bmreq", None)
+        if not hasattr(choice, "make_kernel_render"):
+            continue
+        try:
+            bmreq = getattr(choice, "bmreq", None)
+        except Exception:  # a request that cannot be made here: nothing to reuse for this candidate
+            continue
         path, name = getattr(bmreq, "module_path", None), getattr(bmreq, "kernel_name", None)
-        if path and name and hasattr(choice, "make_kernel_render") and path not in _pending:
+        if path and name and path not in _pending:
             _pending[path] = name
             if len(_pending) > _MAX_REMEMBERED:
                 _pending.popitem(last=False)

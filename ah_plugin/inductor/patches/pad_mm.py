@@ -27,9 +27,10 @@ import torch
 from torch._inductor import config as inductor_config
 from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 
-from ... import registry
+from ... import registry, settings
 from ...policy import AutotuneRequest
 from ...replay_timing import METHOD_REPLAY, replay_time_ms
+from ..padded_choice import padded_sizes
 from ..requests import described_request, tf32_enabled
 
 PAD_OPS = {"mm": "pad_mm", "addmm": "pad_addmm", "bmm": "pad_bmm"}
@@ -151,10 +152,36 @@ def _tell(request: AutotuneRequest, pad: bool, time_ms: float) -> None:
             registry.call_policy(policy, "on_padding_decision", request, pad, time_ms)
 
 
+def _padded_candidate_offered(op, mat1, mat2) -> bool:
+    """Quality mode times this mm padded as one of its candidates (``inductor/padded_choice.py``), so the
+    pass must not pad it first: max-autotune is on, the settings offer the candidate on this device, and the
+    sizes are static and unaligned."""
+    if _op_name(op) != "mm" or not (inductor_config.max_autotune or inductor_config.max_autotune_gemm):
+        return False
+    current = _settings()
+    if current is None or not current.offers_padded(mat1.device.type) or not _static(mat1, mat2):
+        return False
+    (m, k), n = (int(s) for s in mat1.shape), int(mat2.shape[1])
+    return padded_sizes(m, k, n, mat1.dtype) is not None
+
+
+def _settings():
+    try:
+        return settings.current()
+    except Exception:  # a bad variable: the plugin warns elsewhere; the pass decides as Inductor's
+        return None
+
+
 def _should_pad(match, mat1, mat2, op, input=None):
     original = _saved["should_pad"]
     if not _active():
         return original(match, mat1, mat2, op, input)
+    try:
+        if _padded_candidate_offered(op, mat1, mat2):
+            registry.verbose("mm: padding left to quality mode's padded candidate")
+            return False
+    except Exception as exc:  # describing fake tensors must never break the pass
+        registry.warn_once(("pad_candidate", type(exc)), f"ah_plugin: padded candidate not checked ({exc!r})")
     try:
         request = padding_request(op, mat1, mat2, input)
         recorded = _asked(request) if request is not None else None

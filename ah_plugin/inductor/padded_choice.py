@@ -1,0 +1,132 @@
+"""Quality mode's padded candidate: cuBLAS on the GEMM padded to aligned sizes, timed with the others.
+
+Inductor's ``pad_mm`` pass decides padding before lowering, from a benchmark of cuBLAS padded against
+cuBLAS as it is; the templates take no part, and on an H200 the same program was padded in one run and not
+in the next (docs/fast_mode.md, "Shape padding"). Here padding is one more candidate of an mm's autotuning:
+a subgraph (Inductor's ``SubgraphTemplate``, the mechanism of its decompose-K candidate) that pads both
+operands to the alignment the pass would use, multiplies, and copies the ``[:m, :n]`` corner out as a
+contiguous result. It is timed like the other candidates (by CUDA-graph replay on a GPU) and, like any
+non-aten candidate, must beat aten by the aten margin. When it wins, Inductor lowers its graph into the
+compiled one: the padding copies and the padded mm become ordinary kernels, so the generated code needs
+nothing of the plugin to run. While the candidate is offered for an mm, the pad_mm pass leaves that mm
+alone (``patches/pad_mm.py``).
+
+Offered in quality mode (``AH_PLUGIN_PADDED_CHOICE``: "auto", the default, on CUDA; "on" on any device;
+"off") for an mm with static sizes, a 2-byte or 4-byte float dtype, a row-major result and something to pad.
+The candidate's id is ``choice_ids.PADDED_CHOICE_ID``; quality mode keeps it whenever it is offered
+(``ranking.choose``), since no packaged ranking was trained with it.
+
+Checked on torch 2.11 and 2.13: ``SubgraphTemplate.generate(name, input_nodes, layout, make_fx_graph,
+description)``, ``KernelTemplateChoice(template, params, extra_kwargs, layout, inputs)``,
+``DictKernelTemplateParams``, ``pad_mm.get_alignment_size_dtype`` and ``get_padded_length``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import sympy
+import torch
+from torch._inductor.codegen.subgraph import SubgraphTemplate
+from torch._inductor.fx_passes import pad_mm as pad_mm_pass
+from torch._inductor.kernel_template_choice import KernelTemplateChoice
+from torch._inductor.template_heuristics.params import DictKernelTemplateParams
+
+from .. import choice_ids
+
+TEMPLATE_NAME = choice_ids.PADDED_CHOICE_NAME
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _static(expr) -> int | None:
+    """An integer size or stride, or None for a symbolic one (padding is decided for static sizes only)."""
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, sympy.Integer):
+        return int(expr)
+    return None
+
+
+def padded_sizes(m: int, k: int, n: int, dtype) -> tuple[int, int, int] | None:
+    """(m, k, n) padded as the pad_mm pass pads them (each up to the dtype's alignment); None when all are
+    aligned already."""
+    align = pad_mm_pass.get_alignment_size_dtype(dtype)
+    if align <= 0:
+        return None
+    padded = tuple(d + pad_mm_pass.get_padded_length(d, align) for d in (m, k, n))
+    return None if padded == (m, k, n) else padded
+
+
+def padded_mm(a, b, *, sizes: tuple[int, int, int], padded: tuple[int, int, int]):
+    """``a @ b`` computed on zero-padded operands; the ``[:m, :n]`` corner, contiguous."""
+    (m, k, n), (mp, kp, np_) = sizes, padded
+    a = torch.nn.functional.pad(a, (0, kp - k, 0, mp - m))
+    b = torch.nn.functional.pad(b, (0, np_ - n, 0, kp - k))
+    return torch.mm(a, b)[:m, :n].contiguous()
+
+
+class PaddedMMTemplate(SubgraphTemplate):
+    """The padded GEMM as a subgraph candidate of one mm."""
+
+    def __init__(self):
+        super().__init__(name=TEMPLATE_NAME)
+
+    def generate(self, input_nodes, layout, **kwargs):  # type: ignore[override]
+        from torch._dispatch.python import enable_python_dispatcher
+        from torch._inductor.decomposition import select_decomp_table
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        plan = _plan(input_nodes, layout)
+        if plan is None:
+            raise NotImplementedError("nothing to pad, or sizes that are not static")
+        sizes, padded = plan
+        with enable_python_dispatcher():
+            fn = make_fx(functools.partial(padded_mm, sizes=sizes, padded=padded), select_decomp_table())
+            return super().generate(name=f"{TEMPLATE_NAME}_{'x'.join(map(str, padded))}", input_nodes=input_nodes,
+                                    layout=layout, make_fx_graph=fn,
+                                    description=f"padded to {'x'.join(map(str, padded))}")
+
+
+def _plan(input_nodes, layout) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+    """((m, k, n), padded sizes) of an mm's two input nodes, or None where the candidate does not apply."""
+    if len(input_nodes) != 2:
+        return None
+    mat1, mat2 = input_nodes
+    dtype = mat1.get_dtype()
+    if dtype not in _DTYPES or mat2.get_dtype() != dtype or layout.dtype != dtype:
+        return None
+    dims = [_static(d) for d in (*mat1.get_size(), *mat2.get_size())]
+    out = [_static(d) for d in (*layout.size, *layout.stride)]
+    if None in dims or None in out or len(dims) != 4 or len(out) != 4:
+        return None
+    m, k, k2, n = dims
+    if k != k2 or out[:2] != [m, n] or out[2:] != [n, 1] or 0 in (m, k, n):
+        return None  # the result is row-major [m, n]: what the subgraph's contiguous corner is
+    padded = padded_sizes(m, k, n, dtype)
+    return None if padded is None else ((m, k, n), padded)
+
+
+_TEMPLATE = PaddedMMTemplate()
+
+
+def in_padded_graph() -> bool:
+    """Whether Inductor is lowering the padded candidate's own graph now (its inner, padded mm), where no
+    second padded candidate is offered and nothing about the outer mm is said again."""
+    try:
+        from torch._inductor.virtualized import V
+
+        name = getattr(V.graph, "name", None)
+    except Exception:  # no graph handler set
+        return False
+    return isinstance(name, str) and TEMPLATE_NAME in name
+
+
+def padded_ktc(ktcs, kernel_inputs):
+    """The padded candidate for one mm's autotuning (None where it does not apply), as a
+    KernelTemplateChoice beside Inductor's own (``ktcs``: their layout is the mm's result)."""
+    if not ktcs or kernel_inputs.device_type is None:
+        return None
+    layout = ktcs[0].layout
+    if _plan(kernel_inputs.nodes(), layout) is None:
+        return None
+    return KernelTemplateChoice(_TEMPLATE, DictKernelTemplateParams({}), {}, layout, kernel_inputs)
