@@ -27,6 +27,7 @@ def test_sizes_are_padded_as_the_pass_pads_them():
     assert padded_sizes(64, 101, 30, torch.float32) == (64, 104, 32)  # 4 four-byte elements
     assert padded_sizes(13, 1000, 4099, torch.bfloat16) == (16, 1000, 4104)
     assert padded_sizes(64, 128, 32, torch.bfloat16) is None  # aligned: nothing to offer
+    assert padded_sizes(64, 101, 30, torch.int8) is None  # not offered for integer GEMMs: the pass decides
 
 
 @pytest.mark.parametrize("value, device, quality, offered", [
@@ -66,6 +67,8 @@ def test_the_pass_leaves_an_unaligned_mm_to_the_candidate_only_where_it_is_offer
         assert pad_mm._padded_candidate_offered(torch.ops.aten.mm, *unaligned)
         assert not pad_mm._padded_candidate_offered(torch.ops.aten.mm, *aligned)
         assert not pad_mm._padded_candidate_offered(torch.ops.aten.addmm, *unaligned)  # mm only
+        ints = (torch.zeros(64, 101, dtype=torch.int8), torch.zeros(101, 30, dtype=torch.int8))
+        assert not pad_mm._padded_candidate_offered(torch.ops.aten.mm, *ints)  # no candidate for it: the pass
         monkeypatch.setenv(settings.ENV_PADDED_CHOICE, "off")
         assert not pad_mm._padded_candidate_offered(torch.ops.aten.mm, *unaligned)
     monkeypatch.setenv(settings.ENV_PADDED_CHOICE, "on")
@@ -91,7 +94,8 @@ if sys.argv[1] == "padded_only":  # a policy that keeps the padded candidate alo
             return [c for c in request.candidates if c == PADDED_CHOICE_ID] or None
     registry.register_policy(PaddedOnly(), registry.POSITION_CACHE)
 a, b = torch.randn(64, 101), torch.randn(101, 30)
-f = torch.compile(lambda x, y: (x @ y).relu(), mode="max-autotune-no-cudagraphs", dynamic=False)
+mode = None if sys.argv[1] == "no_max_autotune" else "max-autotune-no-cudagraphs"
+f = torch.compile(lambda x, y: (x @ y).relu(), mode=mode, dynamic=False)
 res, codes = run_and_get_code(f, a, b)
 print("RESULT " + json.dumps({"right": bool(torch.allclose(res, (a @ b).relu(), atol=1e-4)),
                               "outer": records[0] if records else None,
@@ -120,6 +124,8 @@ def test_the_padded_candidate_is_timed_with_aten_and_computes_the_product_when_k
     assert kept["runs_padded"]  # the compiled call multiplies the padded 64x104 operand
     off = _child(tmp_path, "off", "off")
     assert off["right"] and PADDED_CHOICE_ID not in json.dumps(off["outer"])
+    plain = _child(tmp_path, "no_max_autotune", "on")  # without max-autotune nothing is autotuned, nor offered
+    assert plain["right"] and PADDED_CHOICE_ID not in json.dumps(plain["outer"])
 
 
 GPU_CHILD = r'''

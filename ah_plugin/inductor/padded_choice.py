@@ -47,9 +47,19 @@ def _static(expr) -> int | None:
     return None
 
 
+def autotuning_gemms() -> bool:
+    """This compile autotunes GEMMs (max-autotune): only then is the candidate offered, and only then may
+    the pass be told to leave an mm to it."""
+    from torch._inductor import config as inductor_config
+
+    return bool(inductor_config.max_autotune or inductor_config.max_autotune_gemm)
+
+
 def padded_sizes(m: int, k: int, n: int, dtype) -> tuple[int, int, int] | None:
     """(m, k, n) padded as the pad_mm pass pads them (each up to the dtype's alignment); None when all are
-    aligned already."""
+    aligned already or the dtype is not one the candidate is offered for."""
+    if dtype not in _DTYPES:
+        return None
     align = pad_mm_pass.get_alignment_size_dtype(dtype)
     if align <= 0:
         return None
@@ -124,7 +134,7 @@ def in_padded_graph() -> bool:
 def padded_ktc(ktcs, kernel_inputs):
     """The padded candidate for one mm's autotuning (None where it does not apply), as a
     KernelTemplateChoice beside Inductor's own (``ktcs``: their layout is the mm's result)."""
-    if not ktcs or kernel_inputs.device_type is None:
+    if not ktcs or kernel_inputs.device_type is None or not autotuning_gemms():
         return None
     layout = ktcs[0].layout
     if _plan(kernel_inputs.nodes(), layout) is None:

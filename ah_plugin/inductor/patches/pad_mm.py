@@ -30,7 +30,7 @@ from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 from ... import registry, settings
 from ...policy import AutotuneRequest
 from ...replay_timing import METHOD_REPLAY, replay_time_ms
-from ..padded_choice import padded_sizes
+from ..padded_choice import autotuning_gemms, padded_sizes
 from ..requests import described_request, tf32_enabled
 
 PAD_OPS = {"mm": "pad_mm", "addmm": "pad_addmm", "bmm": "pad_bmm"}
@@ -156,7 +156,7 @@ def _padded_candidate_offered(op, mat1, mat2) -> bool:
     """Quality mode times this mm padded as one of its candidates (``inductor/padded_choice.py``), so the
     pass must not pad it first: max-autotune is on, the settings offer the candidate on this device, and the
     sizes are static and unaligned."""
-    if _op_name(op) != "mm" or not (inductor_config.max_autotune or inductor_config.max_autotune_gemm):
+    if _op_name(op) != "mm" or not autotuning_gemms():
         return False
     current = _settings()
     if current is None or not current.offers_padded(mat1.device.type) or not _static(mat1, mat2):
