@@ -141,7 +141,7 @@ def install(
     modes, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md). l2_rule: False lets
     fast mode time templates on memory-bound GEMMs within L2 too (docs/fast_mode.md). compile_once: False
     lets a benchmarked template that wins compile a second time under a unique name (docs/fast_mode.md).
-    padded_choice: "auto" (default: quality mode on CUDA), "on" or "off": quality mode times cuBLAS on the
+    padded_choice: "off" (default), "auto" (on CUDA) or "on" (any device): quality mode times cuBLAS on the
     padded GEMM as one more candidate instead of Inductor's separate padding pass (docs/quality_mode.md).
     The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
     wins over the argument. Calling ``install`` again replaces the previous arguments.

@@ -44,7 +44,7 @@ ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: the share a template needs
 ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast/quality modes: "skip" (max-autotune tunes GEMMs only, default) | "tune"
 ENV_L2_RULE = "AH_PLUGIN_L2_RULE"  # fast mode: aten alone on memory-bound GEMMs within L2 ("on", default) | "off"
 ENV_COMPILE_ONCE = "AH_PLUGIN_COMPILE_ONCE"  # a kept template reuses its autotuning's compile ("on", default) | "off"
-ENV_PADDED_CHOICE = "AH_PLUGIN_PADDED_CHOICE"  # quality mode: the padded GEMM as a candidate ("auto": on CUDA) | "on" | "off"
+ENV_PADDED_CHOICE = "AH_PLUGIN_PADDED_CHOICE"  # quality mode: the padded GEMM as a candidate: "off" (default) | "auto" (CUDA) | "on"
 PADDED_CHOICE_VALUES = ("auto", "on", "off")
 # The results cache (ah_plugin/tunable) owns the meaning of these; any of them switches the hook on.
 TUNABLE_PREFIX = "AH_TUNABLE_"
@@ -127,7 +127,7 @@ class Settings:
     quality: bool = False  # quality mode: the top QUALITY_TOP_K (not top_k) of a space with persistent TMA, and aten
     l2_rule: bool = True  # fast mode: aten alone on memory-bound GEMMs within L2 (l2_residency)
     compile_once: bool = True  # a benchmarked template that wins compiles once (patches/compile_once.py)
-    padded_choice: str = "auto"  # quality mode: cuBLAS on the padded GEMM as one more candidate (inductor/padded_choice.py)
+    padded_choice: str = "off"  # quality mode: cuBLAS on the padded GEMM as one more candidate (inductor/padded_choice.py)
 
     @property
     def gemm_only(self) -> bool:

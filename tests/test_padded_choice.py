@@ -76,6 +76,32 @@ def test_the_pass_leaves_an_unaligned_mm_to_the_candidate_only_where_it_is_offer
         assert not pad_mm._padded_candidate_offered(torch.ops.aten.mm, *unaligned)  # no autotuning: the pass
 
 
+def test_the_aten_margin_holds_for_the_padded_candidate_as_for_a_template():
+    """Inductor counts subgraph candidates as extern; the margin must not: a candidate 1% faster than aten
+    (margin 2%) loses to it, and a template then competes with aten, not with the candidate."""
+    from ah_plugin.inductor.autotune import _apply_margin
+
+    aten, padded, template = object(), object(), object()
+    timings = {aten: 10.0, padded: 9.9, template: 9.85}
+    _apply_margin(timings, [aten, padded, template], ["extern_mm", PADDED_CHOICE_ID, "type=triton_x"], 0.02)
+    assert min(timings, key=timings.get) is aten
+    timings = {aten: 10.0, padded: 9.0, template: 9.85}
+    _apply_margin(timings, [aten, padded, template], ["extern_mm", PADDED_CHOICE_ID, "type=triton_x"], 0.02)
+    assert min(timings, key=timings.get) is padded  # 10% faster: it wins
+
+
+def test_not_offered_where_the_compile_could_not_run_a_subgraph_or_pads_anyway():
+    from torch._inductor import config as inductor_config
+
+    from ah_plugin.inductor.padded_choice import autotuning_gemms
+
+    with inductor_config.patch(max_autotune=True):
+        assert autotuning_gemms()
+        for switch in ({"cpp_wrapper": True}, {"force_shape_pad": True}):
+            with inductor_config.patch(switch):
+                assert not autotuning_gemms(), switch
+
+
 CHILD = r'''
 import json, sys, torch
 import ah_plugin
@@ -85,8 +111,9 @@ from ah_plugin.inductor import compile_tools
 from torch._inductor.utils import run_and_get_code
 ah_plugin.require_active_from_environment()
 inductor.install()
-records = []
+records, timings = [], []
 compile_tools.observe_autotunings(records)
+compile_tools.on_timings(lambda name, times: timings.append(times))
 if sys.argv[1] == "padded_only":  # a policy that keeps the padded candidate alone: it must run, and be right
     class PaddedOnly:
         op_names = {"mm"}
@@ -98,7 +125,7 @@ mode = None if sys.argv[1] == "no_max_autotune" else "max-autotune-no-cudagraphs
 f = torch.compile(lambda x, y: (x @ y).relu(), mode=mode, dynamic=False)
 res, codes = run_and_get_code(f, a, b)
 print("RESULT " + json.dumps({"right": bool(torch.allclose(res, (a @ b).relu(), atol=1e-4)),
-                              "outer": records[0] if records else None,
+                              "outer": records[0] if records else None, "timings": timings[:1],
                               "runs_padded": any("subgraph: ah_padded_mm" in c and "(64, 104)" in c for c in codes)}))
 '''
 
@@ -119,6 +146,8 @@ def test_the_padded_candidate_is_timed_with_aten_and_computes_the_product_when_k
     assert timed["right"]
     assert timed["outer"]["offered"] == ["extern_mm", PADDED_CHOICE_ID]
     assert timed["outer"]["timed"] == ["extern_mm", PADDED_CHOICE_ID]  # one autotuning, both timed
+    [times] = timed["timings"]
+    assert 0 < times[PADDED_CHOICE_ID] < float("inf")  # its benchmark ran: a time, not a failure's inf
     kept = _child(tmp_path, "padded_only", "on")
     assert kept["right"] and kept["outer"]["offered"] == [PADDED_CHOICE_ID]
     assert kept["runs_padded"]  # the compiled call multiplies the padded 64x104 operand

@@ -29,7 +29,8 @@ from ..policy import AutotuneRequest
 from ..replay_timing import METHOD_REPLAY
 from . import numerical_check, padded_choice, wide_space
 from .patches import benchmarker, compile_once, selector_frame
-from .requests import build_request, caller_ids, is_extern_caller, ktc_ids
+from ..ranking import is_aten_choice
+from .requests import build_request, caller_ids, ktc_ids
 
 ID_ANNOTATION = "ah_plugin_id"
 
@@ -92,10 +93,11 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
     current = settings.current()
     if not (current.active or registry.registered_policies()):
         return ktcs
-    inner = padded_choice.in_padded_graph()  # the padded candidate's own mm: nothing to offer or say again
-    if op_name == "mm" and not inner and current.offers_padded(kernel_inputs.device_type or ""):
+    if padded_choice.in_padded_graph():
+        return ktcs  # the padded candidate's own mm (cuBLAS, not autotuned): nothing to offer, ask or say
+    if op_name == "mm" and current.offers_padded(kernel_inputs.device_type or ""):
         ktcs = _with_padded(ktcs, kernel_inputs)
-    if len(ktcs) == 1 and kernel_inputs.device_type == "cpu" and not inner:
+    if len(ktcs) == 1 and kernel_inputs.device_type == "cpu":
         cpu_gemm.note_not_autotuned(op_name, current)  # nothing to choose: say so when mm was asked for
     # fast and quality modes rank Inductor's own candidates (quality: with persistent TMA): widening
     # enumerates the exhaustive list at every lowering, which costs more compile time than either may spend
@@ -236,7 +238,9 @@ def _apply_margin(timings, choices, ids, margin: float) -> None:
     minimum picks aten unless a template is faster by the margin. Idempotent (feedback savers run again
     on in-process cache hits with the same dict)."""
     by_id = {cid: float(timings[c]) for c, cid in zip(choices, ids) if c in timings}
-    aten = {cid for c, cid in zip(choices, ids) if is_extern_caller(c)}
+    # aten by id: Inductor counts subgraph candidates (decompose-K, the padded one) as extern, but they
+    # compete with aten like templates do, and the results cache's winner (aten_margin.winner) reads ids
+    aten = {cid for cid in ids if is_aten_choice(cid)}
     losers = aten_margin.losing_templates(by_id, aten, margin)
     if not losers:
         return

@@ -6,13 +6,16 @@ in the next (docs/fast_mode.md, "Shape padding"). Here padding is one more candi
 a subgraph (Inductor's ``SubgraphTemplate``, the mechanism of its decompose-K candidate) that pads both
 operands to the alignment the pass would use, multiplies, and copies the ``[:m, :n]`` corner out as a
 contiguous result. It is timed like the other candidates (by CUDA-graph replay on a GPU) and, like any
-non-aten candidate, must beat aten by the aten margin. When it wins, Inductor lowers its graph into the
-compiled one: the padding copies and the padded mm become ordinary kernels, so the generated code needs
-nothing of the plugin to run. While the candidate is offered for an mm, the pad_mm pass leaves that mm
+non-aten candidate, must beat aten by the aten margin. When it wins, the compiled graph calls its graph as
+a subgraph (the padding copies, cuBLAS on the padded operands, the copy out; the copy cannot fuse into the
+mm's consumer), so the generated code needs nothing of the plugin to run. While the candidate is offered for an mm, the pad_mm pass leaves that mm
 alone (``patches/pad_mm.py``).
 
-Offered in quality mode (``AH_PLUGIN_PADDED_CHOICE``: "auto", the default, on CUDA; "on" on any device;
-"off") for an mm with static sizes, a 2-byte or 4-byte float dtype, a row-major result and something to pad.
+Offered in quality mode when switched on (``AH_PLUGIN_PADDED_CHOICE``: "off", the default until it is
+measured on a GPU; "auto" on CUDA; "on" on any device) for an mm with static sizes, a 2-byte or 4-byte float
+dtype, a fixed row-major result and something to pad, in a compile that autotunes GEMMs with the Python
+wrapper (``autotuning_gemms``). Not covered: two mms that Inductor later fuses as ``mm_plus_mm`` get no
+candidate, yet the pass is told to leave them unpadded.
 The candidate's id is ``choice_ids.PADDED_CHOICE_ID``; quality mode keeps it whenever it is offered
 (``ranking.choose``), since no packaged ranking was trained with it.
 
@@ -29,10 +32,11 @@ import sympy
 import torch
 from torch._inductor.codegen.subgraph import SubgraphTemplate
 from torch._inductor.fx_passes import pad_mm as pad_mm_pass
+from torch._inductor.ir import FixedLayout
 from torch._inductor.kernel_template_choice import KernelTemplateChoice
 from torch._inductor.template_heuristics.params import DictKernelTemplateParams
 
-from .. import choice_ids
+from .. import choice_ids, registry
 
 TEMPLATE_NAME = choice_ids.PADDED_CHOICE_NAME
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -48,11 +52,31 @@ def _static(expr) -> int | None:
 
 
 def autotuning_gemms() -> bool:
-    """This compile autotunes GEMMs (max-autotune): only then is the candidate offered, and only then may
-    the pass be told to leave an mm to it."""
+    """This compile autotunes GEMMs (max-autotune) with Inductor's Python wrapper and without pipelined
+    autotuning: only then is the candidate offered, and only then may the pass be told to leave an mm to it.
+    Inductor offers its own subgraph candidates under the same conditions: a subgraph's module is Python
+    (the C++ wrapper and AOT compiles cannot run it), and torch 2.11's pipelined autotuning refuses
+    subgraph candidates. Without max-autotune an mm's result may be written straight into a consumer's
+    buffer (a ``cat``), which a subgraph candidate never writes."""
     from torch._inductor import config as inductor_config
+    from torch._inductor.virtualized import V
 
-    return bool(inductor_config.max_autotune or inductor_config.max_autotune_gemm)
+    if not (inductor_config.max_autotune or inductor_config.max_autotune_gemm) or inductor_config.cpp_wrapper \
+            or getattr(inductor_config, "fx_wrapper", False) or inductor_config.force_shape_pad:
+        return False
+    try:
+        if V.aot_compilation:
+            return False
+        graph = V.graph
+        if getattr(graph, "cpp_wrapper", False) or getattr(graph, "aot_mode", False):
+            return False
+    except Exception:  # no graph handler yet (the pad pass runs before lowering): the config decides
+        pass
+    try:
+        from torch._inductor.autotune_process import use_pipelined_autotuning
+    except ImportError:  # a torch without pipelined autotuning
+        return True
+    return not use_pipelined_autotuning()
 
 
 def padded_sizes(m: int, k: int, n: int, dtype) -> tuple[int, int, int] | None:
@@ -82,14 +106,23 @@ class PaddedMMTemplate(SubgraphTemplate):
         super().__init__(name=TEMPLATE_NAME)
 
     def generate(self, input_nodes, layout, **kwargs):  # type: ignore[override]
+        """The candidate, or ``NotImplementedError`` (Inductor then leaves it out) where it does not apply
+        or cannot be built: never an error that would fail the user's compile."""
+        plan = _plan(input_nodes, layout, fixed=True)
+        if plan is None:
+            raise NotImplementedError("nothing to pad, sizes that are not static, or a layout not fixed")
+        try:
+            return self._generate(input_nodes, layout, *plan)
+        except Exception as exc:
+            registry.warn_once(("padded_generate", type(exc)),
+                               f"ah_plugin: padded candidate left out ({type(exc).__name__}: {exc})")
+            raise NotImplementedError(str(exc)) from exc
+
+    def _generate(self, input_nodes, layout, sizes, padded):
         from torch._dispatch.python import enable_python_dispatcher
         from torch._inductor.decomposition import select_decomp_table
         from torch.fx.experimental.proxy_tensor import make_fx
 
-        plan = _plan(input_nodes, layout)
-        if plan is None:
-            raise NotImplementedError("nothing to pad, or sizes that are not static")
-        sizes, padded = plan
         with enable_python_dispatcher():
             fn = make_fx(functools.partial(padded_mm, sizes=sizes, padded=padded), select_decomp_table())
             return super().generate(name=f"{TEMPLATE_NAME}_{'x'.join(map(str, padded))}", input_nodes=input_nodes,
@@ -97,9 +130,13 @@ class PaddedMMTemplate(SubgraphTemplate):
                                     description=f"padded to {'x'.join(map(str, padded))}")
 
 
-def _plan(input_nodes, layout) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
-    """((m, k, n), padded sizes) of an mm's two input nodes, or None where the candidate does not apply."""
-    if len(input_nodes) != 2:
+def _plan(input_nodes, layout, fixed: bool = False) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+    """((m, k, n), padded sizes) of an mm's two input nodes, or None where the candidate does not apply.
+    ``fixed``: the result's layout must be fixed, as it is when the candidate is built. Inductor hands the
+    candidates over with a flexible layout and fixes it after the plugin's hook when any candidate is not
+    aten (so for this one) under max-autotune; a layout still flexible then could be changed later (written
+    straight into a consumer's buffer), which the subgraph's own result would not follow."""
+    if len(input_nodes) != 2 or (fixed and not isinstance(layout, FixedLayout)):
         return None
     mat1, mat2 = input_nodes
     dtype = mat1.get_dtype()
