@@ -114,7 +114,7 @@ inductor.install()
 records, timings = [], []
 compile_tools.observe_autotunings(records)
 compile_tools.on_timings(lambda name, times: timings.append(times))
-if sys.argv[1] == "padded_only":  # a policy that keeps the padded candidate alone: it must run, and be right
+if sys.argv[1].startswith("padded_"):  # a policy that keeps the padded candidate alone: it must run, and be right
     class PaddedOnly:
         op_names = {"mm"}
         def select(self, request):
@@ -122,9 +122,10 @@ if sys.argv[1] == "padded_only":  # a policy that keeps the padded candidate alo
     registry.register_policy(PaddedOnly(), registry.POSITION_CACHE)
 a, b = torch.randn(64, 101), torch.randn(101, 30)
 mode = None if sys.argv[1] == "no_max_autotune" else "max-autotune-no-cudagraphs"
-f = torch.compile(lambda x, y: (x @ y).relu(), mode=mode, dynamic=False)
+fn = (lambda x, y: torch.cat([x @ y, x[:, :30]])) if sys.argv[1] == "padded_cat" else (lambda x, y: (x @ y).relu())
+f = torch.compile(fn, mode=mode, dynamic=False)
 res, codes = run_and_get_code(f, a, b)
-print("RESULT " + json.dumps({"right": bool(torch.allclose(res, (a @ b).relu(), atol=1e-4)),
+print("RESULT " + json.dumps({"right": bool(torch.allclose(res, fn(a, b), atol=1e-4)),
                               "outer": records[0] if records else None, "timings": timings[:1],
                               "runs_padded": any("subgraph: ah_padded_mm" in c and "(64, 104)" in c for c in codes)}))
 '''
@@ -151,6 +152,9 @@ def test_the_padded_candidate_is_timed_with_aten_and_computes_the_product_when_k
     kept = _child(tmp_path, "padded_only", "on")
     assert kept["right"] and kept["outer"]["offered"] == [PADDED_CHOICE_ID]
     assert kept["runs_padded"]  # the compiled call multiplies the padded 64x104 operand
+    # a consumer that could take the result's buffer (cat): the candidate still writes what is read
+    cat = _child(tmp_path, "padded_cat", "on")
+    assert cat["right"] and cat["outer"]["offered"] == [PADDED_CHOICE_ID] and cat["runs_padded"]
     off = _child(tmp_path, "off", "off")
     assert off["right"] and PADDED_CHOICE_ID not in json.dumps(off["outer"])
     plain = _child(tmp_path, "no_max_autotune", "on")  # without max-autotune nothing is autotuned, nor offered
