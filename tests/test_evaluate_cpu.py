@@ -87,6 +87,21 @@ def test_default_shape_list_is_valid_and_covers_the_kinds():
     assert {r["dtype"] for r in rows} == {"bfloat16", "float16", "float32"}
 
 
+def test_padding_shape_list_holds_unaligned_gemms_then_aligned_large_k_ones():
+    """The padded candidate's benchmark shapes: each unaligned one would get the candidate (padded_sizes), the
+    large-K ones are aligned (no candidate) with K at least 32 times M and N (decompose-K's condition)."""
+    import torch
+
+    from ah_plugin.inductor.padded_choice import padded_sizes
+
+    rows = read_shapes(os.path.join(REPO, "torchgen_ah", "data", "padding_eval_shapes.csv"))
+    padded = [padded_sizes(r["m"], r["k"], r["n"], getattr(torch, r["dtype"])) for r in rows]
+    first_aligned = padded.index(None)
+    assert first_aligned >= 6 and all(p is not None for p in padded[:first_aligned])
+    assert all(p is None and r["k"] >= 32 * max(r["m"], r["n"]) for p, r in zip(padded[first_aligned:], rows[first_aligned:]))
+    assert len(rows) - first_aligned == 2
+
+
 def test_results_section_appended_when_absent(tmp_path):
     path = tmp_path / "R.md"
     path.write_text("# R\n")

@@ -209,6 +209,11 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
                                                               "AH_PLUGIN_VERBOSE": "1"})[0]
     assert "AH_PLUGIN_L2_RULE" not in fast and "AH_PLUGIN_CONFIDENCE" not in fast and fast["AH_PLUGIN_VERBOSE"] == "1"
     assert mode_environment("ours_k1", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "1"
+    # quality_padded is quality mode with its padded candidate; quality is without it, whatever the caller set
+    padded = mode_environment("quality_padded", str(tmp_path), base_env={})[0]
+    plain = mode_environment("quality", str(tmp_path), base_env={"AH_PLUGIN_PADDED_CHOICE": "on"})[0]
+    assert (padded["AH_PLUGIN_TOP_K"], padded["AH_PLUGIN_PADDED_CHOICE"]) == ("quality", "auto")
+    assert (plain["AH_PLUGIN_TOP_K"], plain["AH_PLUGIN_PADDED_CHOICE"]) == ("quality", "off")
     alone = mode_environment("ours_top1", str(tmp_path), base_env={"AH_PLUGIN_KEEP_ATEN": "1"})[0]
     assert (alone["AH_PLUGIN_TOP_K"], alone["AH_PLUGIN_KEEP_ATEN"], alone["AH_PLUGIN_MIN_CHOICES"]) == ("1", "0", "1")
     assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm,convolution"  # mm covers addmm (linear layers)

@@ -174,7 +174,10 @@ a = torch.randn(2048, 768, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(768, 1001, device="cuda", dtype=torch.bfloat16)
 f = torch.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs", dynamic=False)
 res = f(a, b)
-right = bool(torch.allclose(res.float(), (a @ b).float(), rtol=2e-2, atol=2e-1))
+# cuBLAS on the unaligned operands is the less accurate of the two here (about 0.6 against 0.45 from the
+# float64 product): the compiled result is held to eager's own accuracy, not to eager's result
+exact = a.double() @ b.double()
+right = bool((res.double() - exact).abs().max() <= 1.25 * ((a @ b).double() - exact).abs().max())
 print("RESULT " + json.dumps({"right": right, "records": [r for r in records if r.get("op", "mm") == "mm"]}))
 '''
 
@@ -187,7 +190,7 @@ def test_on_a_gpu_quality_mode_times_the_unaligned_gemm_padded_beside_its_templa
     pass leaves the mm unpadded, and quality mode times the padded candidate with its templates and aten."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
     env.update(PYTHONPATH=REPO, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"), TORCHINDUCTOR_AUTOHEURISTIC_USE="mm",
-               AH_PLUGIN_TOP_K="quality")
+               AH_PLUGIN_TOP_K="quality", AH_PLUGIN_PADDED_CHOICE="auto")
     proc = subprocess.run([sys.executable, "-c", GPU_CHILD], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "hook failed" not in proc.stderr, proc.stderr[-3000:]

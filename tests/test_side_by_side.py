@@ -164,7 +164,11 @@ def test_the_modes_generated_code_is_run_again_in_one_process(tmp_path):
     assert sorted((ln["mode"], ln["shape"]) for ln in lines) == sorted(
         (r["mode"], r["shape"]) for r in results if r.get("code_files"))
     assert all(ln["method"] == "cpu_wall" and len(ln["rounds"]) == 4 and ln["ms"] > 0 for ln in lines)
-    assert "Modes: off: ok, default: ok, side_by_side: ok" in (out / "compile_cost.md").read_text()
+    report = (out / "compile_cost.md").read_text()
+    assert "Modes: off: ok, default: ok, side_by_side: ok" in report
+    # each compile's result was checked against eager PyTorch's on the same inputs
+    assert all(r["result_error"] is not None and r["result_error"] < 1e-4 for r in results), results
+    assert "Results checked against eager PyTorch on the same inputs (4 compiles)" in report and "none above" in report
     check = ("import sys, torch\nfrom torchgen_ah.evaluation.side_by_side import load_generated_module, runner\n"
              "m = load_generated_module(sys.argv[1])\nargs = m.get_args()\nout = m.call(list(args))[0]\n"
              "assert torch.allclose(out, args[0] @ args[1], atol=1e-4), 'wrong product'\n"

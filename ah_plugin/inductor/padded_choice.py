@@ -11,8 +11,9 @@ a subgraph (the padding copies, cuBLAS on the padded operands, the copy out; the
 mm's consumer), so the generated code needs nothing of the plugin to run. While the candidate is offered for an mm, the pad_mm pass leaves that mm
 alone (``patches/pad_mm.py``).
 
-Offered in quality mode when switched on (``AH_PLUGIN_PADDED_CHOICE``: "off", the default until it is
-measured on a GPU; "auto" on CUDA; "on" on any device) for an mm with static sizes, a 2-byte or 4-byte float
+Offered in quality mode when switched on (``AH_PLUGIN_PADDED_CHOICE``: "off", the default, since on an H200
+it measured slower than the pass padding before autotuning, which lets the padded GEMM be autotuned
+(docs/quality_mode.md); "auto" on CUDA; "on" on any device) for an mm with static sizes, a 2-byte or 4-byte float
 dtype, a fixed row-major result and something to pad, in a compile that autotunes GEMMs with the Python
 wrapper (``autotuning_gemms``). Not covered: two mms that Inductor later fuses as ``mm_plus_mm`` get no
 candidate, yet the pass is told to leave them unpadded.

@@ -57,8 +57,9 @@ from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_sh
 
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the evaluation's bars need.
-ALL_MODES = ("off", "default", "fast", "quality", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1",
+ALL_MODES = ("off", "default", "fast", "quality", "quality_padded", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1",
              "ours_top1", "replay_all", "aten_only", "fast_tune_all")
+# quality_padded: quality mode with its padded candidate offered (AH_PLUGIN_PADDED_CHOICE=auto), to measure it.
 # aten_only: max-autotune with aten as the only GEMM backend, plugin off: what max-autotune costs besides
 # GEMM selection (pointwise and reduction config tuning), to tell that apart from the plugin's cost.
 # fast_tune_all: fast mode with max-autotune's tuning of the other kernels kept (AH_PLUGIN_NON_GEMM=tune).
@@ -104,8 +105,9 @@ def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str
         env["TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS"] = "ATEN"
     elif mode == "fast":
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE  # fast mode is the plugin's default
-    elif mode == "quality":
+    elif mode in ("quality", "quality_padded"):
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_TOP_K="quality")
+        env["AH_PLUGIN_PADDED_CHOICE"] = "auto" if mode == "quality_padded" else "off"
     elif mode == "fast_tune_all":
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_NON_GEMM="tune")
     elif mode == "replay_all":
@@ -137,7 +139,8 @@ def worker(spec: dict) -> None:
     """Inside the mode's process: compile each shape once (``replay_all``: ``REPLAY_REPS`` times), append one
     JSON line per shape: first-call seconds, on a GPU the compiled function's time by CUDA-graph replay,
     every candidate's time as the autotuner measured it (per autotuning), and the generated code's
-    fingerprint (``generated_code``: the same kernels in two processes give the same one)."""
+    fingerprint (``generated_code``: the same kernels in two processes give the same one) and the result's
+    error against eager PyTorch's (``result_check``)."""
     import torch  # lazy: only the mode's own process imports torch; the parent's modules stay cheap
 
     import ah_plugin
@@ -146,6 +149,7 @@ def worker(spec: dict) -> None:
 
     from ah_plugin.replay_timing import ReplayTimingError, replay_time_ms
     from torchgen_ah.evaluation.generated_code import code_fingerprint, first_call_with_code, save_modules
+    from torchgen_ah.evaluation.result_check import relative_error
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
@@ -165,10 +169,12 @@ def worker(spec: dict) -> None:
             torch.cuda.synchronize()
         start = time.perf_counter()
         with torch.no_grad():
-            _, codes = first_call_with_code(GraphLowering, compiled, args)
+            result, codes = first_call_with_code(GraphLowering, compiled, args)
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
+            error = relative_error(result, fn(*args))
+            del result
             replay_ms = None
             if device == "cuda":
                 try:
@@ -176,7 +182,8 @@ def worker(spec: dict) -> None:
                 except ReplayTimingError as exc:
                     print(f"no replay time for {shape_label(row)}: {exc}", flush=True)
         saved = {"code_files": save_modules(codes, spec["code_base"], stem)} if stem and codes else {}
-        return {"seconds": seconds, "replay_ms": replay_ms, "code": code_fingerprint(codes), **saved}
+        return {"seconds": seconds, "replay_ms": replay_ms, "code": code_fingerprint(codes), "result_error": error,
+                **saved}
 
     reps = REPLAY_REPS if spec["mode"] == "replay_all" else 1
     save = spec.get("code_base") and spec["mode"] not in NOT_SIDE_BY_SIDE

@@ -17,13 +17,15 @@ from __future__ import annotations
 import statistics
 
 from torchgen_ah.data.aggregate import geomean
+from torchgen_ah.evaluation import result_check
 
 FAST_BAR_GEOMEAN = 1.00
 FAST_BAR_WORST = 1.05
 QUALITY_BAR_GEOMEAN = 1 / 1.05
 QUALITY_BAR_WORST = 1.01
 # the plugin's modes judged against min(off, default), with their bars (geomean, worst)
-JUDGED = {"fast": (FAST_BAR_GEOMEAN, FAST_BAR_WORST), "quality": (QUALITY_BAR_GEOMEAN, QUALITY_BAR_WORST)}
+JUDGED = {"fast": (FAST_BAR_GEOMEAN, FAST_BAR_WORST), "quality": (QUALITY_BAR_GEOMEAN, QUALITY_BAR_WORST),
+          "quality_padded": (QUALITY_BAR_GEOMEAN, QUALITY_BAR_WORST)}
 
 
 def _by_mode(results: list[dict]) -> dict:
@@ -288,6 +290,7 @@ def markdown(results: list[dict], side: list[dict] | None = None) -> str:
         if spread:
             lines.append(f"Two modes that generated the same code, side by side: {spread[0]:.3f}-{spread[1]:.3f}x of "
                          f"each other over {spread[2]} pairs (the timing's own noise).")
+    lines += result_check.report_lines(results)
     cached = cache_rows(results)
     if cached:
         lines += cache_lines(cached)
