@@ -141,3 +141,17 @@ def test_two_workers_share_the_shapes_and_a_rerun_times_what_the_budget_skipped(
     assert (out / "inductor_cache0").is_dir() and (out / "inductor_cache1").is_dir()
     table = EvaluationTimingTable.load(out / "timing" / "packed_linear")
     assert len(table.inputs()) == 2
+
+
+@pytest.mark.slow
+def test_profile_writes_where_a_modes_compile_time_goes(tmp_path):
+    """``--profile``: the file's next shape compiled once more under cProfile in the mode's process."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from compile_cost_run import run_compile_cost
+
+    out = run_compile_cost(tmp_path, ["mm,32,64,16,1,float32,NN", "mm,48,64,40,1,float32,NN"], "--shapes", "1",
+                           "--modes", "off", "--profile", "--side-by-side-rounds", "0", "--device", "cpu")
+    text = (out / "off.profile.txt").read_text()
+    assert text.startswith("first call under cProfile: ") and "cumulative" in text
+    assert float(text.split(": ")[1].split(" s")[0]) > 0
+

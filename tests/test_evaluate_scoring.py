@@ -389,3 +389,21 @@ def test_quality_mode_is_judged_on_compile_against_default_and_never_without_it(
     cheap, costly, alone = e2e_models.mode_verdicts(table, "quality")
     assert (cheap["met"], costly["met"], costly["missed"]) == (True, False, True)
     assert (alone["met"], alone["missed"]) == (False, False)  # no default: its compile bar cannot be judged
+
+
+def test_a_mode_stopped_at_its_time_limit_is_reported_with_the_option_that_set_it():
+    """A mode's process killed at its limit is not a bare exit code: the report names --run-timeout when the
+    per-process limit stopped it and --max-minutes when the run's budget did; other failures keep their code."""
+    import time
+
+    from torchgen_ah.evaluation.compile_cost import TIMED_OUT, run_steps
+
+    deadline = time.time() + 600
+    codes = {"a": TIMED_OUT, "b": 0, "c": 3}
+    status = run_steps(["a", "b", "c"], deadline, lambda step, left: codes[step], label="m/", process_limit=60)
+    assert status["m/a"] == "stopped at the per-process limit, 60 s (--run-timeout; see m/a.log)"
+    assert status["m/b"] == "ok" and status["m/c"] == "exit 3 (see m/c.log)"
+    budget = run_steps(["a"], time.time() + 90, lambda step, left: TIMED_OUT, process_limit=300)["a"]
+    assert budget.startswith("stopped at ") and "the time left of the run's budget (--max-minutes; see a.log)" in budget
+    assert "--max-minutes" in run_steps(["a"], deadline, lambda step, left: TIMED_OUT)["a"]  # compile_cost: no per-process limit
+    assert run_steps(["a"], time.time() + 2, lambda step, left: 0)["a"] == "skipped (time budget)"

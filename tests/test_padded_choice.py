@@ -30,6 +30,27 @@ def test_sizes_are_padded_as_the_pass_pads_them():
     assert padded_sizes(64, 101, 30, torch.int8) is None  # not offered for integer GEMMs: the pass decides
 
 
+def test_the_candidates_graph_pads_only_the_operands_that_need_it():
+    """2048x768x1001: only B's N is unaligned, so A is multiplied as it is (a pad of nothing copies it: on
+    an H200 the candidate as first measured copied A and lost to the pass's padding)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from ah_plugin.inductor.padded_choice import padded_mm
+
+    def pads(sizes):
+        m, k, n = sizes
+        fn = lambda a, b: padded_mm(a, b, sizes=sizes, padded=padded_sizes(m, k, n, torch.bfloat16))  # noqa: E731
+        a, b = torch.randn(m, k, dtype=torch.bfloat16), torch.randn(k, n, dtype=torch.bfloat16)
+        graph = make_fx(fn)(a, b).graph
+        assert torch.equal(fn(a, b), a @ b)
+        return [tuple(node.args[0].meta["val"].shape) for node in graph.nodes
+                if node.op == "call_function" and "constant_pad_nd" in str(node.target)]
+
+    assert pads((2048, 768, 1001)) == [(768, 1001)]  # B alone
+    assert pads((13, 1000, 4099)) == [(13, 1000), (1000, 4099)]  # M and N: both
+    assert pads((64, 101, 32)) == [(64, 101), (101, 32)]  # K: both
+
+
 @pytest.mark.parametrize("value, device, quality, offered", [
     ("auto", "cuda", True, True), ("auto", "cpu", True, False), ("on", "cpu", True, True),
     ("off", "cuda", True, False), ("auto", "cuda", False, False)])
@@ -177,7 +198,8 @@ res = f(a, b)
 # cuBLAS on the unaligned operands is the less accurate of the two here (about 0.6 against 0.45 from the
 # float64 product): the compiled result is held to eager's own accuracy, not to eager's result
 exact = a.double() @ b.double()
-right = bool((res.double() - exact).abs().max() <= 1.25 * ((a @ b).double() - exact).abs().max())
+error = (res.double() - exact).abs().max()
+right = bool(error <= 1.25 * ((a @ b).double() - exact).abs().max() and error <= 2e-2 * exact.abs().max())
 print("RESULT " + json.dumps({"right": right, "records": [r for r in records if r.get("op", "mm") == "mm"]}))
 '''
 

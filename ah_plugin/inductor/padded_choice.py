@@ -12,10 +12,9 @@ mm's consumer), so the generated code needs nothing of the plugin to run. While 
 alone (``patches/pad_mm.py``).
 
 Offered in quality mode when switched on (``AH_PLUGIN_PADDED_CHOICE``: "off", the default, since on an H200
-it measured slower than the pass padding before autotuning, which lets the padded GEMM be autotuned
-(docs/quality_mode.md); "auto" on CUDA; "on" on any device) for an mm with static sizes, a 2-byte or 4-byte float
-dtype, a fixed row-major result and something to pad, in a compile that autotunes GEMMs with the Python
-wrapper (``autotuning_gemms``). Not covered: two mms that Inductor later fuses as ``mm_plus_mm`` get no
+it measured slower than letting the pass pad before autotuning (docs/quality_mode.md); "auto" on CUDA;
+"on" on any device) for an mm with static sizes, a 2-byte or 4-byte float dtype, a fixed row-major result
+and something to pad, in a compile that autotunes GEMMs with the Python wrapper (``autotuning_gemms``). Not covered: two mms that Inductor later fuses as ``mm_plus_mm`` get no
 candidate, yet the pass is told to leave them unpadded.
 The candidate's id is ``choice_ids.PADDED_CHOICE_ID``; quality mode keeps it whenever it is offered
 (``ranking.choose``), since no packaged ranking was trained with it.
@@ -93,10 +92,13 @@ def padded_sizes(m: int, k: int, n: int, dtype) -> tuple[int, int, int] | None:
 
 
 def padded_mm(a, b, *, sizes: tuple[int, int, int], padded: tuple[int, int, int]):
-    """``a @ b`` computed on zero-padded operands; the ``[:m, :n]`` corner, contiguous."""
+    """``a @ b`` computed on zero-padded operands; the ``[:m, :n]`` corner, contiguous. An operand whose sizes
+    are aligned already is used as it is (a pad of nothing would still copy it)."""
     (m, k, n), (mp, kp, np_) = sizes, padded
-    a = torch.nn.functional.pad(a, (0, kp - k, 0, mp - m))
-    b = torch.nn.functional.pad(b, (0, np_ - n, 0, kp - k))
+    if (mp, kp) != (m, k):
+        a = torch.nn.functional.pad(a, (0, kp - k, 0, mp - m))
+    if (kp, np_) != (k, n):
+        b = torch.nn.functional.pad(b, (0, np_ - n, 0, kp - k))
     return torch.mm(a, b)[:m, :n].contiguous()
 
 

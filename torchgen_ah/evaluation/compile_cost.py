@@ -57,8 +57,8 @@ from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_sh
 
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the evaluation's bars need.
-ALL_MODES = ("off", "default", "fast", "quality", "quality_padded", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1",
-             "ours_top1", "replay_all", "aten_only", "fast_tune_all")
+ALL_MODES = ("off", "default", "fast", "quality", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1",
+             "ours_top1", "replay_all", "aten_only", "fast_tune_all", "quality_padded")
 # quality_padded: quality mode with its padded candidate offered (AH_PLUGIN_PADDED_CHOICE=auto), to measure it.
 # aten_only: max-autotune with aten as the only GEMM backend, plugin off: what max-autotune costs besides
 # GEMM selection (pointwise and reduction config tuning), to tell that apart from the plugin's cost.
@@ -68,6 +68,7 @@ ALL_MODES = ("off", "default", "fast", "quality", "quality_padded", "ours_adapti
 REPLAY_REPS = 2
 # modes whose generated code is not timed side by side: a results file's filling run and the collector's
 NOT_SIDE_BY_SIDE = ("cache_record", "replay_all")
+TIMED_OUT = 124  # a mode's exit code when its process ran past its time limit (as coreutils' timeout says it)
 
 # Our modes act on mm (which in use mode covers addmm, bmm and baddbmm: linear layers with a bias are
 # ranked with the mm artifact) and on convolution (a ViT's patch embedding; fast mode keeps aten where no
@@ -151,6 +152,16 @@ def worker(spec: dict) -> None:
     from torchgen_ah.evaluation.generated_code import code_fingerprint, first_call_with_code, save_modules
     from torchgen_ah.evaluation.result_check import relative_error
 
+    def checked_error(result, fn, args) -> float | None:
+        """The result's error against eager's; None, said in the mode's log, where eager cannot run (out of
+        memory beside the compiled result): a check that fails never costs the mode its other shapes."""
+        try:
+            with torch.no_grad():
+                return relative_error(result, fn(*args))
+        except Exception as exc:
+            print(f"result not checked: {type(exc).__name__}: {exc}", flush=True)
+            return None
+
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
     if any(row["op"] == "packed_linear" for row in spec["shapes"]):
@@ -173,7 +184,7 @@ def worker(spec: dict) -> None:
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
-            error = relative_error(result, fn(*args))
+            error = checked_error(result, fn, args)
             del result
             replay_ms = None
             if device == "cuda":
@@ -197,7 +208,7 @@ def worker(spec: dict) -> None:
                                     "proc": spec.get("proc", 0),
                                     **result, "timings": list(measured)}) + "\n")
     if spec.get("profile_shape"):
-        write_profile(lambda: first_call(spec["profile_shape"]), spec["profile_path"])
+        write_profile(lambda: first_call(spec["profile_shape"])["seconds"], spec["profile_path"])
 
 
 def profile_text(source, cumulative: int = 45, own: int = 25, header: str = "") -> str:
@@ -233,7 +244,7 @@ def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, modu
             return subprocess.run([sys.executable, "-m", module, "--worker", spec_path], env=env,
                                   stdout=log, stderr=subprocess.STDOUT, timeout=max(timeout, 1)).returncode
         except subprocess.TimeoutExpired:
-            return 124
+            return TIMED_OUT
 
 
 def run_worker(spec_path: str, worker) -> int:
@@ -281,9 +292,10 @@ def fresh_results_path(out_dir: str) -> str:
     return result_path
 
 
-def run_steps(modes, deadline: float, launch, label: str = "") -> dict[str, str]:
+def run_steps(modes, deadline: float, launch, label: str = "", process_limit: float | None = None) -> dict[str, str]:
     """Run each mode's process while time is left (``cache``: a ``cache_record`` run fills the results file
-    first). ``launch(step, seconds_left)`` returns the exit code. Returns {label + step: outcome}."""
+    first). ``launch(step, seconds_left)`` returns the exit code (124: the process was stopped at its time
+    limit, the smaller of the time left and ``process_limit``). Returns {label + step: outcome}."""
     status = {}
     for mode in modes:
         for step in (["cache_record", "cache"] if mode == "cache" else [mode]):
@@ -292,8 +304,17 @@ def run_steps(modes, deadline: float, launch, label: str = "") -> dict[str, str]
                 status[label + step] = "skipped (time budget)"
                 continue
             rc = launch(step, left)
-            status[label + step] = "ok" if rc == 0 else f"exit {rc} (see {label}{step}.log)"
+            status[label + step] = "ok" if rc == 0 else _outcome(rc, left, process_limit, f"{label}{step}.log")
     return status
+
+
+def _outcome(rc: int, left: float, process_limit: float | None, log: str) -> str:
+    """What a failed mode's exit code means, in the words of the option that set its limit."""
+    if rc != TIMED_OUT:
+        return f"exit {rc} (see {log})"
+    if process_limit is not None and process_limit <= left:
+        return f"stopped at the per-process limit, {process_limit:.0f} s (--run-timeout; see {log})"
+    return f"stopped at {left:.0f} s, the time left of the run's budget (--max-minutes; see {log})"
 
 
 def read_results(path: str) -> list[dict]:

@@ -401,7 +401,7 @@ def main(argv=None) -> int:
                     lambda step, left, model=model, work=work, rep=rep: run_mode(
                         step, [], device, work, min(left, args.run_timeout), "torchgen_ah.evaluation.e2e_models",
                         extra={"model": model, "rep": rep, "result_path": result_path, "cudagraphs": cudagraphs}),
-                    label=f"{model}/rep{rep}/"))
+                    label=f"{model}/rep{rep}/", process_limit=args.run_timeout))
     results = read_results(result_path)
     command = "python -m torchgen_ah.e2e_models " + " ".join(argv if argv is not None else sys.argv[1:])
     write_report(markdown(results, command, status), args.out, args.results)
