@@ -14,8 +14,9 @@ alone (``patches/pad_mm.py``).
 Offered in quality mode when switched on (``AH_PLUGIN_PADDED_CHOICE``: "off", the default, since on an H200
 it measured slower than letting the pass pad before autotuning (docs/quality_mode.md); "auto" on CUDA;
 "on" on any device) for an mm with static sizes, a 2-byte or 4-byte float dtype, a fixed row-major result
-and something to pad, in a compile that autotunes GEMMs with the Python wrapper (``autotuning_gemms``). Not covered: two mms that Inductor later fuses as ``mm_plus_mm`` get no
-candidate, yet the pass is told to leave them unpadded.
+and something to pad, in a compile that autotunes GEMMs with the Python wrapper (``autotuning_gemms``). Not
+covered: two mms that Inductor later fuses as ``mm_plus_mm`` get no candidate, yet the pass is told to leave
+them unpadded.
 The candidate's id is ``choice_ids.PADDED_CHOICE_ID``; quality mode keeps it whenever it is offered
 (``ranking.choose``), since no packaged ranking was trained with it.
 
