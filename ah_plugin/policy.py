@@ -27,6 +27,9 @@ class AutotuneRequest:
     stage: "pre_codegen" (KernelTemplateChoice list, before Triton code exists) or
         "post_codegen" (ChoiceCaller list, the preprocessing hook; the CPU path only reaches this one).
     tensors: shapes/strides/dtypes of the inputs as plain data (for rebuilding the input offline).
+    variants: for an input with symbolic sizes (dynamic shapes), the same request at other sizes the
+        compiled graph serves (each a request without variants); empty for a static input. ``features``
+        and ``tensors`` hold the sizes Inductor autotunes at (its size hints).
     """
 
     op_name: str
@@ -35,6 +38,7 @@ class AutotuneRequest:
     candidates: list[str]
     stage: str = "post_codegen"
     tensors: list[dict[str, object]] = field(default_factory=list)
+    variants: list["AutotuneRequest"] = field(default_factory=list)
 
 
 class ChoicePolicy(Protocol):

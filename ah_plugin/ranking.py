@@ -60,8 +60,8 @@ from ah_plugin.verbose_output import say
 
 # bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
 # 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way; 6: quality
-# mode keeps its padded candidate)
-RULES_VERSION = 6
+# mode keeps its padded candidate; 7: fast mode keeps aten on symbolic sizes where the ranking differs across them)
+RULES_VERSION = 7
 # fast mode leaves a GEMM unpadded only where the ranking's first template has at least this share, padded and
 # not. On the H200's unaligned GEMMs padding beat the best template on two: 2048x768x1001 (13.1 against 16.8 us),
 # whose padded twin ranks cuBLAS first, and 1024x1000x999 (13.9 against 17.3), ranked with no confidence (0)
@@ -283,6 +283,7 @@ class UseStats:
     without_ranking: int = 0  # of those answered, how many had no artifact ranking (fast mode: aten kept)
     l2_aten: int = 0  # fast mode: templates not timed on a memory-bound GEMM within L2 (l2_residency)
     unpadded: int = 0  # fast mode: GEMMs left unpadded because a template is ranked first either way
+    dynamic_aten: int = 0  # fast mode: symbolic-size GEMMs kept on aten, the ranking differing across sizes
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -425,12 +426,39 @@ class RankingPolicy:
             if self.options.verbose:
                 _say(f"ah_plugin: {request.op_name}: memory-bound and within L2, fast mode keeps aten alone")
         keep = choose(ranking, request.candidates, self.options, trusted, on_cpu(request.metadata))
+        if self.options.fast and request.variants and not self._holds_over_sizes(artifact, request, keep):
+            keep = [kept_aten_choice(request.candidates) or keep[-1]]
+            self.stats.dynamic_aten += 1
+            if self.options.verbose:
+                _say(f"ah_plugin: {request.op_name}: symbolic sizes, and the ranking's choice differs across the "
+                     f"sizes the graph serves; fast mode keeps aten alone")
         if self.options.verbose:
             _say(
                 f"ah_plugin: {artifact.name} {request.op_name}: keeping {len(keep)} of "
                 f"{len(request.candidates)} choices: {keep}"
             )
         return keep
+
+    def _holds_over_sizes(self, artifact, request: AutotuneRequest, keep: list[str]) -> bool:
+        """Whether fast mode would keep the same choices at every other size a dynamic-shape graph serves
+        (``request.variants``): one kernel runs at all of them, so a template is kept only where the ranking
+        puts it first across the range. An artifact that cannot rank a size counts as disagreeing."""
+        wanted = set(keep)
+        for variant in request.variants:
+            feats = artifact_features(artifact, variant)
+            if feats is None:
+                return False
+            try:
+                ranking = artifact.rank(feats)
+            except artifact_loader.ArtifactError:
+                return False
+            if artifact.op_name != variant.op_name:
+                ranking = borrowed_ranking(ranking, variant.candidates)
+            trusted = trusts_templates(artifact, variant.metadata) and not (
+                any(is_aten_choice(c) for c in variant.candidates) and self._l2_misjudged(feats, variant.metadata))
+            if set(choose(ranking, variant.candidates, self.options, trusted, on_cpu(variant.metadata))) != wanted:
+                return False
+        return True
 
     def on_timings(self, request, timings, untimed) -> None:
         return None

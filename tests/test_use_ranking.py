@@ -336,7 +336,7 @@ def test_stats_count_what_the_policy_kept(tmp_path):
     p.select(request(m=1024))
     p.select(request(m=32, candidates=["extern_mm"]))  # one choice: nothing to rank, not counted
     assert p.stats.as_dict() == {"autotunings": 2, "offered": 10, "kept": 4, "without_ranking": 0, "l2_aten": 0,
-                                 "unpadded": 0}
+                                 "unpadded": 0, "dynamic_aten": 0}
 
 
 def test_stale_report_empty_when_in_sync(tmp_path):

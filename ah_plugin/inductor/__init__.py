@@ -25,7 +25,7 @@ from torch._inductor import select_algorithm
 
 from .. import registry
 from . import autotune, choices
-from .patches import benchmarker, builtin_autoheuristic, compile_once, mode_options, pad_mm
+from .patches import benchmarker, builtin_autoheuristic, compile_once, lowerings, mode_options, pad_mm
 from .requests import build_request, caller_ids, default_log_path, ktc_ids
 
 _state = {"callbacks": False, "installed": False, "nonce": _uuid.uuid4().hex}
@@ -55,6 +55,21 @@ def _mode_plan():
             "no_fusion_benchmark": current.skip_fusion_benchmark, "verbose": current.verbose}
 
 
+def _lowering_plan(name: str):
+    """How a GEMM lowering of autotuning ``name`` goes (patches/lowerings.py): ``TUNED`` where a ranking or
+    the results cache may keep a template (lowered as off when they keep aten alone), ``OFF`` in the modes
+    that narrow ``mode="max-autotune"`` to GEMMs for an op no ranking covers (a convolution keeps cuDNN with
+    off's lowering), None where Inductor's own lowering stands (collection, the plugin off)."""
+    current = autotune._current_settings() if _state["installed"] else None
+    if current is None or not current.active or name in current.collect_ops:
+        return None
+    if name in current.use_ops:
+        return lowerings.TUNED
+    if current.gemm_only:
+        return lowerings.OFF
+    return lowerings.TUNED if registry.policies_for(name) else None
+
+
 def _compile_once() -> bool:
     current = autotune._current_settings() if _state["installed"] else None
     return current is not None and current.compile_once
@@ -81,6 +96,7 @@ def install() -> None:
     builtin_autoheuristic.install(_handled_ops)
     pad_mm.install(_acting, _timing)
     mode_options.install(_mode_plan)
+    lowerings.install(_lowering_plan)
     compile_once.install(_acting, _compile_once)
     choices.install(inductor_config, _state["nonce"])
     _state["installed"] = True
@@ -93,6 +109,7 @@ def uninstall() -> None:
     builtin_autoheuristic.uninstall()
     pad_mm.uninstall()
     mode_options.uninstall()
+    lowerings.uninstall()
     compile_once.uninstall()
     benchmarker.uninstall()
     choices.uninstall(inductor_config)

@@ -28,7 +28,7 @@ from .. import aten_margin, cpu_gemm, registry, settings
 from ..policy import AutotuneRequest
 from ..replay_timing import METHOD_REPLAY
 from . import numerical_check, padded_choice, wide_space
-from .patches import benchmarker, compile_once, selector_frame
+from .patches import benchmarker, compile_once, lowerings, selector_frame
 from ..ranking import is_aten_choice
 from .requests import build_request, caller_ids, ktc_ids
 
@@ -93,8 +93,8 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
     current = settings.current()
     if not (current.active or registry.registered_policies()):
         return ktcs
-    if padded_choice.in_padded_graph():
-        return ktcs  # the padded candidate's own mm (cuBLAS, not autotuned): nothing to offer, ask or say
+    if padded_choice.in_padded_graph() or lowerings.as_off():
+        return ktcs  # the padded candidate's own mm, or a GEMM lowered as off: nothing to offer, ask or say
     if op_name == "mm" and current.offers_padded(kernel_inputs.device_type or ""):
         ktcs = _with_padded(ktcs, kernel_inputs)
     if len(ktcs) == 1 and kernel_inputs.device_type == "cpu":
@@ -113,8 +113,19 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
         ktc.annotations[ID_ANNOTATION] = cid
     if not registry.policies_for(op_name):
         return ktcs
-    request = build_request(op_name, kernel_inputs.nodes(), ids, "pre_codegen")
+    request = build_request(op_name, kernel_inputs.nodes(), _offered_so_far(op_name, ids), "pre_codegen")
     return _kept(ktcs, ids, select(request, current))[0]
+
+
+def _offered_so_far(op_name: str, ids: list[str]) -> list[str]:
+    """``ids`` with the candidates earlier calls of the same lowering offered: an addmm's lowering asks for
+    its aten kernels and its templates in separate calls on torch 2.13 and newer, and the policies must
+    weigh a template against aten, not against the other templates alone."""
+    state = lowerings.current()
+    if state is None or state.name != op_name:
+        return ids
+    state.seen.extend(cid for cid in ids if cid not in state.seen)
+    return list(state.seen)
 
 
 def _with_padded(ktcs, kernel_inputs) -> list:
@@ -128,32 +139,54 @@ def _with_padded(ktcs, kernel_inputs) -> list:
 
 
 def preprocess(choices):
-    """Inductor's preprocessing function: prune (when pre-codegen could not), check, plan the benchmark."""
+    """Inductor's preprocessing function: prune (when pre-codegen could not), check, plan the benchmark.
+    Where the policies keep aten alone, the GEMM is lowered again as max-autotune off lowers it
+    (``patches.lowerings``): nothing is benchmarked, and the generated code is off's."""
     if not choices:
         return choices
     try:
-        current = _current_settings()
-        local = selector_frame.selector_locals(depth=2)
-        if current is None or local is None:
-            return choices
-        name, nodes = local["name"], local["input_nodes"]
-        if name is None or not nodes:
-            return choices
-        policies = registry.policies_for(name)
-        if not policies:
-            return choices
-        ids = caller_ids(choices)
-        request = build_request(name, nodes, ids, "post_codegen")
-        if not any((getattr(c, "annotations", None) or {}).get(ID_ANNOTATION) for c in choices):
-            keep = select(request, current)  # else the pre-codegen hook already asked the policies
-            if keep is not None:
-                choices, ids = _kept(choices, ids, keep)
-                request = build_request(name, nodes, ids, "post_codegen")
-        choices = numerical_check.checked(choices, ids, request, local, policies)
-        return _planned(choices, request, policies, nodes[0].get_device().type, current)
+        asked = _asked(choices)
     except Exception as exc:
         registry.warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
         return choices
+    if asked is None:
+        return choices
+    choices, ids, request, local, policies, current = asked
+    if request.op_name not in current.collect_ops and all(is_aten_choice(cid) for cid in ids):
+        lowerings.fall_back_to_off(request.op_name)  # raises inside a lowering the plugin can redo as off
+    try:
+        choices = numerical_check.checked(choices, ids, request, local, policies)
+        return _planned(choices, request, policies, local["input_nodes"][0].get_device().type, current)
+    except Exception as exc:
+        registry.warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
+        return choices
+
+
+def _asked(choices):
+    """(choices kept, their ids, the request, the selector's locals, the policies, the settings) of the
+    autotuning a preprocessing function serves; None when no policy acts on it."""
+    current = _current_settings()
+    if current is None or lowerings.as_off():
+        return None
+    local = selector_frame.selector_locals(depth=3)
+    if local is None:
+        return None
+    name, nodes = local["name"], local["input_nodes"]
+    if name is None or not nodes:
+        return None
+    policies = registry.policies_for(name)
+    if not policies:
+        return None
+    ids = caller_ids(choices)
+    request = build_request(name, nodes, ids, "post_codegen")
+    if not all((getattr(c, "annotations", None) or {}).get(ID_ANNOTATION) for c in choices):
+        # candidates the pre-codegen hook did not see (C++ and convolution templates, added outside
+        # Inductor's template configs): the policies are asked again, with every candidate
+        keep = select(request, current)
+        if keep is not None:
+            choices, ids = _kept(choices, ids, keep)
+            request = build_request(name, nodes, ids, "post_codegen")
+    return choices, ids, request, local, policies, current
 
 
 def _limits(request: AutotuneRequest, policies) -> dict | None:

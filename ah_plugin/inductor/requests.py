@@ -36,13 +36,20 @@ def _hints(exprs) -> list[int]:
     return [int(v) for v in fn(exprs)]
 
 
-def node_description(node) -> dict:
-    """``{"size", "stride", "dtype", "contiguous"}`` of one input node (size hints)."""
-    size = _hints(node.get_size())
+def _at(exprs, assignment: dict) -> list[int]:
+    return [int(e.subs(assignment)) if hasattr(e, "subs") else int(e) for e in exprs]
+
+
+def node_description(node, assignment: dict | None = None) -> dict:
+    """``{"size", "stride", "dtype", "contiguous"}`` of one input node: at its size hints, or with its size
+    symbols at the values of ``assignment`` (``served_sizes``)."""
     layout = node.get_layout()
-    stride = _hints(layout.stride)
+    if assignment is None:
+        size, stride = _hints(node.get_size()), _hints(layout.stride)
+    else:
+        size, stride = _at(node.get_size(), assignment), _at(layout.stride, assignment)
     try:
-        contiguous = bool(layout.is_contiguous())
+        contiguous = bool(layout.is_contiguous()) if assignment is None else features.is_contiguous(size, stride)
     except Exception:  # a layout that cannot say: decide from the hints as Inductor would
         contiguous = features.is_contiguous(size, stride)
     return {"size": size, "stride": stride, "dtype": str(node.get_dtype()), "contiguous": contiguous}
@@ -142,9 +149,61 @@ def tf32_enabled() -> bool:
 
 def build_request(op_name: str, nodes, candidates: list[str], stage: str, timing: str | None = None) -> AutotuneRequest:
     """An AutotuneRequest from Inductor input nodes (plain data from here on). ``timing``: the method the
-    candidates are timed with in this autotuning (None: not timed, or Inductor's own)."""
-    return described_request(op_name, [node_description(n) for n in nodes], nodes[0].get_device(), candidates,
-                             stage, timing)
+    candidates are timed with in this autotuning (None: not timed, or Inductor's own). An input with
+    symbolic sizes also gets the request at other sizes it serves (``variants``, ``served_sizes``)."""
+    device = nodes[0].get_device()
+    request = described_request(op_name, [node_description(n) for n in nodes], device, candidates, stage, timing)
+    for assignment in served_sizes(nodes):
+        tensors = [node_description(n, assignment) for n in nodes]
+        request.variants.append(described_request(op_name, tensors, device, candidates, stage, timing))
+    return request
+
+
+# sizes a symbolic dimension is ranked at besides its hint: powers of two from its lower bound up to this
+# multiple of the hint (and at least SERVED_UP_TO), within its upper bound
+SERVED_HINT_MULTIPLE = 8
+SERVED_UP_TO = 1024
+
+
+def served_sizes(nodes) -> list[dict]:
+    """Assignments of the backed size symbols of ``nodes`` to other values the compiled graph serves: each
+    symbol in turn over powers of two within its range (its lower bound, then 2^i up to
+    ``max(SERVED_UP_TO, SERVED_HINT_MULTIPLE * hint)``), the others at their hints. Empty for static sizes,
+    and for sizes known only at run time (unbacked), which have no hint to rank at."""
+    sizevars = V.graph.sizevars
+    symbols: set = set()
+    for node in nodes:
+        for expr in (*node.get_size(), *node.get_layout().stride):
+            symbols |= getattr(expr, "free_symbols", set())
+    if not symbols:
+        return []
+    ranges = getattr(getattr(sizevars, "shape_env", None), "var_to_range", {})
+    hints = {}
+    for symbol in symbols:
+        try:
+            hints[symbol] = _hints([symbol])[0]
+        except Exception:  # unbacked: no hint
+            return []
+    out = []
+    for symbol in sorted(symbols, key=str):
+        bounds = ranges.get(symbol)
+        low = max(_bound(getattr(bounds, "lower", 1), 1), 1)
+        high = _bound(getattr(bounds, "upper", None), None)
+        top = max(SERVED_UP_TO, SERVED_HINT_MULTIPLE * hints[symbol])
+        top = top if high is None else min(top, high)
+        values = {low} | {1 << i for i in range(top.bit_length()) if low <= 1 << i <= top}
+        for value in sorted(values - {hints[symbol]}):
+            out.append({**hints, symbol: value})
+    return out
+
+
+def _bound(value, default):
+    """A range bound as an int; ``default`` for an infinite or unknown one."""
+    try:
+        number = int(value)
+    except Exception:  # sympy's infinities raise on int(), each its own way
+        return default
+    return number if abs(number) < 2**62 else default
 
 
 def described_request(op_name: str, tensors: list[dict], device, candidates: list[str], stage: str,

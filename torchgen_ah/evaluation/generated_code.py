@@ -17,6 +17,7 @@ _KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated ke
 _COMMENT = re.compile(r"^\s*#(?:\s.*)?$", re.M)  # "# ..." and "#"; not C++'s "#pragma", "#include"
 _TRAILING_COMMENT = re.compile(r"[ \t]+#[ \t].*$", re.M)  # "x = None  # device(...) 0x7f...": addresses
 _BLANK_RUNS = re.compile(r"\n\s*\n+")
+_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")  # "<function f at 0x7f...>" in the messages of generated asserts
 
 
 def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
@@ -65,9 +66,10 @@ def code_summary(codes: list[str]) -> dict:
 
 
 def normalized(code: str) -> str:
-    """``code`` without comments and blank runs: what differs between two processes that generated the
-    same kernels (cache paths, source-node maps, the graph's id, tensor addresses) lives in comments."""
-    code = _TRAILING_COMMENT.sub("", _COMMENT.sub("", code))
+    """``code`` without comments, blank runs and object addresses: what differs between two processes that
+    generated the same kernels (cache paths, source-node maps, the graph's id, tensor addresses) lives in
+    comments, and the messages of the generated shape asserts name functions by address."""
+    code = _ADDRESS.sub("at 0x", _TRAILING_COMMENT.sub("", _COMMENT.sub("", code)))
     return _BLANK_RUNS.sub("\n", code).strip()
 
 
