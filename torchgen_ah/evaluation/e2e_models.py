@@ -159,17 +159,7 @@ def worker(spec: dict) -> None:
         if device == "cuda":
             torch.cuda.synchronize()
 
-    def step():
-        if train:
-            # as an optimizer's zero_grad does: last step's gradients are outputs of the CUDA-graphed
-            # backward, whose memory the next replay reuses, so they are never accumulated into
-            model.zero_grad(set_to_none=True)
-            torch.compiler.cudagraph_mark_step_begin()  # a new step: the previous one's outputs are done
-        out = compiled(*inputs)
-        if train:
-            out.float().mean().backward()
-        return out
-
+    step = step_function(torch, model, compiled, inputs, train)
     with torch.enable_grad() if train else torch.no_grad():
         sync()
         start = time.perf_counter()
@@ -187,6 +177,23 @@ def worker(spec: dict) -> None:
                             "plugin": {"installed": plugin["installed"], "use": sorted(settings.use),
                                        "top_k": ("fast" if settings.fast else
                                                  "adaptive" if settings.adaptive else settings.top_k)}}) + "\n")
+
+
+def step_function(torch, model, compiled, inputs, train: bool):
+    """One step as a loop runs it: the compiled call; when training, the backward of the output's mean too."""
+
+    def step():
+        if train:
+            # as an optimizer's zero_grad does: last step's gradients are outputs of the CUDA-graphed
+            # backward, whose memory the next replay reuses, so they are never accumulated into
+            model.zero_grad(set_to_none=True)
+            torch.compiler.cudagraph_mark_step_begin()  # a new step: the previous one's outputs are done
+        out = compiled(*inputs)
+        if train:
+            out.float().mean().backward()
+        return out
+
+    return step
 
 
 def warm_up(step, sync, seconds: float = WARMUP_SECONDS, min_steps: int = 5) -> float:
