@@ -151,17 +151,7 @@ def worker(spec: dict) -> None:
 
     from ah_plugin.replay_timing import ReplayTimingError, replay_time_ms
     from torchgen_ah.evaluation.generated_code import code_fingerprint, first_call_with_code, save_modules
-    from torchgen_ah.evaluation.result_check import relative_error
-
-    def checked_error(result, fn, args) -> float | None:
-        """The result's error against eager's; None, said in the mode's log, where eager cannot run (out of
-        memory beside the compiled result): a check that fails never costs the mode its other shapes."""
-        try:
-            with torch.no_grad():
-                return relative_error(result, fn(*args))
-        except Exception as exc:
-            print(f"result not checked: {type(exc).__name__}: {exc}", flush=True)
-            return None
+    from torchgen_ah.evaluation.result_check import checked_error
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
@@ -185,7 +175,7 @@ def worker(spec: dict) -> None:
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
-            error = checked_error(result, fn, args)
+            error = checked_error(result, lambda: fn(*args))
             del result
             replay_ms = None
             if device == "cuda":

@@ -51,7 +51,7 @@ from torchgen_ah.evaluation.compile_cost import (
     run_mode,
     run_steps,
 )
-from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
+from torchgen_ah.evaluation.results_section import save_report
 
 MODELS = ("gpt2", "vit", "llama_prefill", "llama_decode", "vit_train")
 KNOWN_MODELS = MODELS + ("mlp",)
@@ -341,13 +341,7 @@ def markdown(results: list[dict], command: str, status: dict | None = None, note
 
 
 def write_report(text: str, out: str, results_md: str | None) -> None:
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "e2e.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    if results_md:
-        update_results_section(results_md, "e2e_models", "## Real models: compile and step time per mode\n\n" + text,
-                               BENCHMARK_TITLE)
-    print(text)
+    save_report(text, out, "e2e.md", results_md, "e2e_models", "## Real models: compile and step time per mode")
 
 
 def combine(paths: list[str], out: str, results_md: str | None, note: str | None = None) -> int:

@@ -4,7 +4,7 @@ pointwise, other.
 A step profile names where the time goes before any optimization is tried; the profiler gives kernel
 names only. Inductor names its Triton kernels by kind and by the operations fused in
 (``triton_tem_`` a GEMM template, ``triton_poi_`` pointwise, ``triton_red_``/``triton_per_`` reductions,
-then ``fused_<ops>``); library kernels carry their library's names (cuBLAS ``gemm``/``gemv``/``nvjet``,
+then ``fused_<ops>``; a template compiled once by the plugin keeps its benchmark's name, e.g. ``triton_mm``); library kernels carry their library's names (cuBLAS ``gemm``/``gemv``/``nvjet``,
 CUTLASS, flash and memory-efficient attention, cuDNN). Inductor's own kernels are classified by their
 kind first: a pointwise kernel named after the ``addmm`` whose bias add it took in is pointwise, not a GEMM.
 A softmax counts as attention (where attention is not one fused kernel, the softmax is its middle).
@@ -14,6 +14,7 @@ Standard library only.
 from __future__ import annotations
 
 GROUPS = ("gemm", "attention", "norm", "pointwise", "other")
+_FUSED_KINDS = ("poi", "red", "per", "for")  # Inductor's pointwise, reduction, persistent-reduction, foreach
 _ATTENTION = ("flash", "fmha", "attention", "attn", "sdpa", "softmax")
 _NORM = ("layer_norm", "layernorm", "rms_norm", "rmsnorm", "group_norm", "batch_norm", "batchnorm", "rsqrt",
          "var_mean", "bn_fw", "norm")
@@ -27,15 +28,15 @@ def classify(name: str) -> str:
     """The group of one kernel name (case ignored)."""
     low = name.lower()
     if low.startswith("triton_"):
-        kind = low.split("_", 2)[1] if low.count("_") >= 2 else ""
-        if kind == "tem":
-            return "gemm"
-        fused = low.split("_", 2)[2] if low.count("_") >= 2 else low
-        if any(word in fused for word in _ATTENTION):
+        parts = low.split("_", 2)
+        kind = parts[1] if len(parts) == 3 else ""
+        if kind not in _FUSED_KINDS:  # a template: triton_tem_*, or named as its benchmark (triton_mm)
+            return "gemm" if kind == "tem" or "mm" in low else "other"
+        if any(word in parts[2] for word in _ATTENTION):
             return "attention"
-        if any(word in fused for word in _NORM):
+        if any(word in parts[2] for word in _NORM):
             return "norm"
-        return "pointwise" if kind == "poi" else "other"
+        return "pointwise" if kind in ("poi", "for") else "other"
     if any(word in low for word in _ATTENTION):
         return "attention"
     if any(word in low for word in _NORM):

@@ -18,7 +18,6 @@ Rows go to ``OUT/results.jsonl``, the report to ``OUT/step_profile.md`` and the 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -34,7 +33,7 @@ from torchgen_ah.evaluation.compile_cost import (
     run_mode,
 )
 from torchgen_ah.evaluation.markdown_tables import table
-from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
+from torchgen_ah.evaluation.results_section import save_report
 
 PROG = "python -m torchgen_ah.evaluation.step_profile"
 MODELS = ("llama_decode", "llama_prefill", "qwen2_decode", "qwen2_prefill", "gpt2_decode", "gpt2", "bert",
@@ -146,12 +145,7 @@ def markdown(rows: list[dict], command: str, hbm_tbps: float, peak_tflops: float
 
 
 def write_report(text: str, out: str, results_md: str | None) -> None:
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "step_profile.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    if results_md:
-        update_results_section(results_md, SECTION, f"{HEADING}\n\n{text}", BENCHMARK_TITLE)
-    print(text)
+    save_report(text, out, "step_profile.md", results_md, SECTION, HEADING)
 
 
 def main(argv=None) -> int:

@@ -41,7 +41,7 @@ from torchgen_ah.evaluation.compile_cost import (
     run_mode,
     run_steps,
 )
-from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
+from torchgen_ah.evaluation.results_section import save_report
 
 PROG = "python -m torchgen_ah.evaluation.zoo"
 CONTROLS = {"off_again": "off"}  # a control mode: another mode's environment, run once more under its own name
@@ -75,6 +75,11 @@ def done_in(paths: list[str]) -> set[tuple]:
             elif "step_ms" in r:
                 done.add((r.get("rep", 0), r["model"], r["mode"]))
     return done
+
+
+def remaining(steps: list[tuple], done: set[tuple]) -> list[tuple]:
+    """The (rep, model, mode) steps not in ``done`` (``done_in``), nor of a model it could not build."""
+    return [s for s in steps if s not in done and (None, s[1], None) not in done]
 
 
 def not_built(result_path: str, model: str) -> bool:
@@ -113,12 +118,7 @@ def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[st
 
 
 def write_report(text: str, out: str, results_md: str | None) -> None:
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "zoo.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    if results_md:
-        update_results_section(results_md, SECTION, f"{HEADING}\n\n{text}", BENCHMARK_TITLE)
-    print(text)
+    save_report(text, out, "zoo.md", results_md, SECTION, HEADING)
 
 
 def list_text() -> str:
@@ -182,8 +182,7 @@ def main(argv=None) -> int:
         return command_line.fail("zoo", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
     device = pick_device(args.device)
     result_path = fresh_results_path(args.out)
-    done = done_in(_names(args.skip_done))
-    steps = [s for s in plan(models, modes, args.reps, once) if s not in done and (None, s[1], None) not in done]
+    steps = remaining(plan(models, modes, args.reps, once), done_in(_names(args.skip_done)))
     status = run_plan(steps, args, device, result_path)
     rows = read_results(result_path)
     command = f"{PROG} " + " ".join(argv if argv is not None else sys.argv[1:])

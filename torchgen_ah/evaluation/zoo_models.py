@@ -200,8 +200,8 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("tiny_mlp", "mlp", "torch only: three linear layers", _tiny_mlp, 24, in_zoo=False),
     Entry("tiny_decoder", "decoder", "torch only: one decoder block at decode", _tiny_decoder, 8, phase="decode",
           in_zoo=False),
-    Entry("tiny_serving", "decoder", "torch only: the tiny decoder called at 4 batch sizes in turn", _tiny_decoder, 4,
-          kind=SERVING, phase="decode", batches=(4, 1, 2, 8), in_zoo=False),
+    Entry("tiny_serving", "mlp", "torch only: the three linear layers called at 4 batch sizes in turn", _tiny_mlp, 4,
+          kind=SERVING, batches=(4, 1, 2, 8), in_zoo=False),
 )}
 ZOO = tuple(name for name, e in ENTRIES.items() if e.in_zoo)
 

@@ -93,6 +93,7 @@ def run(spec: dict) -> None:
 def measure(torch, built, spec: dict, codes: list) -> dict:
     """Compile, time and check ``built`` at each of its batch sizes (one, except for the serving pattern)."""
     from torchgen_ah.evaluation import e2e_models
+    from torchgen_ah.evaluation.result_check import checked_error
 
     device = spec["device"]
     compiled = torch.compile(built.model, mode=e2e_models.torch_compile_mode(spec["compile_mode"],
@@ -118,7 +119,7 @@ def measure(torch, built, spec: dict, codes: list) -> dict:
             late += clock.events() != before
             steps_ms[str(batch)] = statistics.median(times) * 1000
             per_window.append(count)
-            errors.append(_checked_error(torch, first, built.model, inputs))
+            errors.append(checked_error(first, lambda: built.model(*inputs)))
             del first
     step_ms = math.exp(statistics.fmean(math.log(v) for v in steps_ms.values()))
     checked = [e for e in errors if e is not None]
@@ -129,16 +130,3 @@ def measure(torch, built, spec: dict, codes: list) -> dict:
     if built.entry.batches:
         out["step_ms_by_batch"] = steps_ms
     return out
-
-
-def _checked_error(torch, compiled_out, model, inputs) -> float | None:
-    """The compiled result's error against eager's on the same inputs; None (said in the log) when eager
-    cannot run beside the compiled model: a check that fails never costs the mode its measurement."""
-    from torchgen_ah.evaluation.result_check import relative_error
-
-    try:
-        with torch.no_grad():
-            return relative_error(compiled_out, model(*inputs))
-    except Exception as exc:
-        print(f"result not checked: {_one_line(exc)}", flush=True)
-        return None
