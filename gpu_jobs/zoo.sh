@@ -11,7 +11,8 @@
 #                                      copied under benchmarks/runs/zoo/): what a part's time budget cut
 #   PART=profile bash gpu_jobs/zoo.sh  the step profile (kernels by group, roofline) of the decoders and
 #                                      encoders under max-autotune off, one process (about 2-3 minutes)
-# MODES (off,fast,off_again) for the zoo parts, e.g. MODES=quality PART=rest DONE= for quality mode alone;
+# MODES (off,fast,off_again) for the zoo parts; quality mode where time is left, beside off in the same call,
+# e.g. PART=rest DONE= MODELS=resnet50_cl,llama_decode MODES=off,fast,quality,off_again;
 # MODELS= overrides a part's list; ZOO_S (555) is the zoo step's limit in seconds, the zoo's own budget
 # 45 s less, so its report is written before the step is stopped.
 # Cost per process (one (model, mode) in a fresh process with fresh caches), estimated for the H200 machine:
@@ -19,7 +20,8 @@
 # these few-layer models, fast mode within 1.3x of that), 2-5 s of step timing (1 s warm-up and 20 windows
 # per batch size; the serving pattern times 8 sizes, about 12 s) and an eager check under a second: 15-30 s,
 # 45 s for a training step or the serving pattern. A part of 7-10 models x 3 modes fits 8.5 minutes only at
-# about 20 s a process; the zoo starts no process it cannot finish in the budget and names the ones cut, and
+# about 20 s a process; the zoo starts no process with less of its budget left than 1.2x the longest process
+# of that model so far (30 s for a model not run yet), cuts whole models, names them in its report, and
 # PART=rest with DONE set to the earlier results files runs exactly those.
 # Join the parts' results with: python -m torchgen_ah.evaluation.zoo --combine A.jsonl,B.jsonl,... --results
 # benchmarks/RESULTS.md (and step_profile --results for the profile).
