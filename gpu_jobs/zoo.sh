@@ -20,9 +20,9 @@
 # these few-layer models, fast mode within 1.3x of that), 2-5 s of step timing (1 s warm-up and 20 windows
 # per batch size; the serving pattern times 8 sizes, about 12 s) and an eager check under a second: 15-30 s,
 # 45 s for a training step or the serving pattern. A part of 7-10 models x 3 modes fits 8.5 minutes only at
-# about 20 s a process; the zoo starts no process with less of its budget left than 1.2x the longest process
-# of that model so far (30 s for a model not run yet), cuts whole models, names them in its report, and
-# PART=rest with DONE set to the earlier results files runs exactly those.
+# about 20 s a process; the zoo starts a model only while its budget holds all the model's processes (each
+# at 30 s before the first, then at 1.2x the model's longest), cuts whole models, names them in its report,
+# and PART=rest with DONE set to the earlier results files runs exactly those.
 # Join the parts' results with: python -m torchgen_ah.evaluation.zoo --combine A.jsonl,B.jsonl,... --results
 # benchmarks/RESULTS.md (and step_profile --results for the profile).
 set -u

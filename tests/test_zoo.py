@@ -238,3 +238,23 @@ def test_the_gpu_job_splits_the_zoo_into_two_parts_within_the_budget_and_runs_th
     assert set(option(rest, "--models").split(",")) == set(zoo_models.ZOO)
     profile = _job_arguments(tmp_path, "profile")
     assert profile[:2] == ["-m", "torchgen_ah.evaluation.step_profile"]
+
+
+def test_the_budget_runs_a_models_modes_whole_or_not_at_all():
+    now = [0.0]
+    steps = zoo.plan(["a", "b"], ["off", "fast", "off_again"], reps=1)
+    budget = zoo.Budget(steps, seconds=200, min_start=30, clock=lambda: now[0])
+    ran, refused = [], []
+    for rep, model, mode in steps:
+        why = budget.refuse(rep, model)
+        if why is None:
+            ran.append((model, mode))
+            now[0] += 40  # every process takes 40 s
+            budget.took(model, 40)
+        else:
+            refused.append(why)
+    # a: 90 s needed for three processes at 30 s, then 96 s (two at 1.2 x 40), then 48; b's first needs 90 s
+    # with 80 left: refused, and so are b's other two though the last alone would fit
+    assert ran == [("a", "off"), ("a", "fast"), ("a", "off_again")]
+    assert refused == ["skipped (time budget: 80 s left, 90 s needed)", "skipped (time budget: 80 s left, 60 s needed)",
+                       "skipped (time budget: 80 s left, 30 s needed)"]

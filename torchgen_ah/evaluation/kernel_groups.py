@@ -4,8 +4,9 @@ pointwise, other.
 A step profile names where the time goes before any optimization is tried; the profiler gives kernel
 names only. Inductor names its Triton kernels by kind and by the operations fused in
 (``triton_tem_`` a GEMM template, ``triton_poi_`` pointwise, ``triton_red_``/``triton_per_`` reductions,
-then ``fused_<ops>``; a template compiled once by the plugin keeps its benchmark's name, e.g. ``triton_mm``); library kernels carry their library's names (cuBLAS ``gemm``/``gemv``/``nvjet``,
-CUTLASS, flash and memory-efficient attention, cuDNN). Inductor's own kernels are classified by their
+then ``fused_<ops>``; a template compiled once by the plugin keeps its benchmark's name, e.g. ``triton_mm``);
+library kernels carry their library's names (cuBLAS ``gemm``/``gemv``/``nvjet``, CUTLASS, flash and
+memory-efficient attention, cuDNN). Inductor's own kernels are classified by their
 kind first: a pointwise kernel named after the ``addmm`` whose bias add it took in is pointwise, not a GEMM.
 A softmax counts as attention (where attention is not one fused kernel, the softmax is its middle).
 Standard library only.

@@ -22,16 +22,7 @@ import sys
 import time
 
 from ah_plugin import command_line
-from torchgen_ah.evaluation import kernel_groups, roofline
-from torchgen_ah.evaluation.compile_cost import (
-    add_combine_arguments,
-    combined_results,
-    fresh_results_path,
-    parse_or_work,
-    pick_device,
-    read_results,
-    run_mode,
-)
+from torchgen_ah.evaluation import compile_cost, kernel_groups, roofline
 from torchgen_ah.evaluation.markdown_tables import table
 from torchgen_ah.evaluation.results_section import save_report
 
@@ -159,11 +150,12 @@ def main(argv=None) -> int:
     parser.add_argument("--hbm-tbps", type=float, default=roofline.HBM_TBPS, help="HBM bandwidth, TB/s")
     parser.add_argument("--peak-tflops", type=float, default=roofline.PEAK_TFLOPS, help="dense bf16 peak, TFLOP/s")
     parser.add_argument("--device", default=None, help="cuda (the default when available; the profile needs a GPU)")
-    parser.add_argument("--results", default=None, help="also write the report as the step_profile section of this file")
-    add_combine_arguments(parser)
-    args = parse_or_work(parser, argv, worker)
+    parser.add_argument("--results", default=None,
+                        help="also write the report as the step_profile section of this file")
+    compile_cost.add_combine_arguments(parser)
+    args = compile_cost.parse_or_work(parser, argv, worker)
     if args.combine:
-        rows = combined_results("step_profile", args.combine.split(","))
+        rows = compile_cost.combined_results("step_profile", args.combine.split(","))
         if isinstance(rows, int):
             return rows
         write_report(markdown(rows, f"{PROG} --combine {args.combine}", args.hbm_tbps, args.peak_tflops, args.note),
@@ -176,14 +168,14 @@ def main(argv=None) -> int:
     if unknown or not models:
         return command_line.fail("step_profile", ValueError(
             f"unknown or no model ({', '.join(unknown) or 'none given'}); known: {', '.join(zoo_models.ENTRIES)}"), 2)
-    if pick_device(args.device) != "cuda":
+    if compile_cost.pick_device(args.device) != "cuda":
         return command_line.fail("step_profile", RuntimeError("the step profile needs a CUDA GPU (kernels of a GPU "
                                                               "step); none here"), 2)
-    result_path = fresh_results_path(args.out)
-    rc = run_mode("off", [], "cuda", args.out, args.max_minutes * 60 + 60, "torchgen_ah.evaluation.step_profile",
+    result_path = compile_cost.fresh_results_path(args.out)
+    rc = compile_cost.run_mode("off", [], "cuda", args.out, args.max_minutes * 60 + 60, PROG.split()[-1],
                   extra={"models": models, "steps": args.steps, "result_path": result_path,
                          "deadline": time.time() + args.max_minutes * 60})
-    rows = read_results(result_path)
+    rows = compile_cost.read_results(result_path)
     command = f"{PROG} " + " ".join(argv if argv is not None else sys.argv[1:])
     note = None if rc == 0 else f"The profiling process ended with exit code {rc} (see {args.out}/off.log)."
     write_report(markdown(rows, command, args.hbm_tbps, args.peak_tflops, note), args.out, args.results)

@@ -8,10 +8,11 @@
 Each (repetition, model, mode) runs in its own process with fresh Inductor and Triton caches (the modes'
 environments of ``compile_cost.mode_environment``; ``off_again`` is a second max-autotune-off process, the
 identical-code control). Repetitions are the outer loop, then models, then the model's modes, their order
-rotated from one model to the next: a model's modes run minutes apart at most, and a time budget cuts whole
-models (the last ones), never one mode of a model. A process is not started with less time left than
-``--min-start`` or 1.2x the longest process of its model so far; a model that cannot be built (a library
-missing, an API changed) is a named, skipped row and gets no further processes.
+rotated from one model to the next: a model's modes run minutes apart at most. A time budget cuts whole
+models (the last ones), not one mode of a model: a model's next process starts only while the budget holds
+it and the model's other processes not run yet, each taken at 1.2x the model's longest process so far (at
+``--min-start`` seconds before its first). A model that cannot be built (a library missing, an API changed)
+is a named, skipped row and gets no further processes.
 
 What a process records (``zoo_worker``): compile = the wall time of every call that compiled (first call,
 a lazily compiled backward, recompiles at new batch sizes); step = ``e2e_models``' timed windows of
@@ -24,28 +25,18 @@ Rows go to ``OUT/results.jsonl`` (``--combine`` joins several runs' files); the 
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import time
 
 from ah_plugin import command_line
-from torchgen_ah.evaluation import e2e_models, zoo_models, zoo_report, zoo_worker
-from torchgen_ah.evaluation.compile_cost import (
-    ALL_MODES,
-    add_combine_arguments,
-    combined_results,
-    fresh_results_path,
-    parse_or_work,
-    pick_device,
-    read_results,
-    run_mode,
-    run_steps,
-)
+from torchgen_ah.evaluation import compile_cost, e2e_models, zoo_models, zoo_report, zoo_worker
 from torchgen_ah.evaluation.results_section import save_report
 
 PROG = "python -m torchgen_ah.evaluation.zoo"
 CONTROLS = {"off_again": "off"}  # a control mode: another mode's environment, run once more under its own name
-MODES = ALL_MODES + tuple(CONTROLS)
+MODES = compile_cost.ALL_MODES + tuple(CONTROLS)
 DEFAULT_MODES = ("off", "fast", "off_again")
 SECTION = "zoo"
 HEADING = "## Model zoo: fast mode against max-autotune off, model by model"
@@ -69,7 +60,7 @@ def done_in(paths: list[str]) -> set[tuple]:
     of them could not build: ``--skip-done`` leaves them out, so a run picks up where others stopped."""
     done = set()
     for path in paths:
-        for r in read_results(path):
+        for r in compile_cost.read_results(path):
             if "skipped" in r:
                 done.add((None, r["model"], None))
             elif "step_ms" in r:
@@ -84,36 +75,61 @@ def remaining(steps: list[tuple], done: set[tuple]) -> list[tuple]:
 
 def not_built(result_path: str, model: str) -> bool:
     """Whether a process of ``model`` wrote a ``skipped`` row (the model could not be built)."""
-    return any(r.get("model") == model and "skipped" in r for r in read_results(result_path))
+    return any(r.get("model") == model and "skipped" in r for r in compile_cost.read_results(result_path))
+
+
+class Budget:
+    """Whether a model's next process may start. A model's modes run whole or not at all: the time left must
+    hold this process and the model's others not started yet, each taken at 1.2x the model's longest
+    process so far (``min_start`` seconds before its first); once one is refused, the model's others are."""
+
+    def __init__(self, steps: list[tuple], seconds: float, min_start: float, clock=time.time):
+        self._clock = clock
+        self.deadline = clock() + seconds
+        self._min_start = min_start
+        self._to_run = collections.Counter((rep, model) for rep, model, _ in steps)
+        self._longest: dict[str, float] = {}
+        self._cut: set[tuple] = set()
+
+    def refuse(self, rep: int, model: str) -> str | None:
+        """None when the step may start (it is then counted as started), else why not."""
+        self._to_run[(rep, model)] -= 1
+        left = self.deadline - self._clock()
+        need = max(self._min_start, 1.2 * self._longest.get(model, 0.0)) * (self._to_run[(rep, model)] + 1)
+        if (rep, model) in self._cut or left < need:
+            self._cut.add((rep, model))
+            return f"skipped (time budget: {left:.0f} s left, {need:.0f} s needed)"
+        return None
+
+    def took(self, model: str, seconds: float) -> None:
+        self._longest[model] = max(self._longest.get(model, 0.0), seconds)
 
 
 def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[str, str]:
     """Run each (rep, model, mode) process while the budget allows; returns {label: outcome}."""
-    deadline = time.time() + args.max_minutes * 60
+    budget = Budget(steps, args.max_minutes * 60, args.min_start)
     cudagraphs = device == "cuda" and not args.no_cudagraphs
-    longest: dict[str, float] = {}
-    skipped_models: set[str] = set()
+    not_built_models: set[str] = set()
     status = {}
     for rep, model, mode in steps:
         label = f"{model}/rep{rep}/"
-        if model in skipped_models:
+        if model in not_built_models:
             continue
-        left = deadline - time.time()
-        need = max(args.min_start, 1.2 * longest.get(model, 0.0))
-        if left < need:
-            status[label + mode] = f"skipped (time budget: {left:.0f} s left, {need:.0f} s needed)"
+        refused = budget.refuse(rep, model)
+        if refused:
+            status[label + mode] = refused
             continue
         work = os.path.join(args.out, model, f"rep{rep}")
         os.makedirs(work, exist_ok=True)
         start = time.time()
-        status.update(run_steps([mode], deadline, lambda step, left, work=work, rep=rep, model=model: run_mode(
-            step, [], device, work, min(left, args.run_timeout), "torchgen_ah.evaluation.zoo",
-            extra={"model": model, "rep": rep, "result_path": result_path, "cudagraphs": cudagraphs,
-                   "windows": args.windows, "warm_up_seconds": args.warm_up},
-            env_mode=CONTROLS.get(step)), label=label, process_limit=args.run_timeout))
-        longest[model] = max(longest.get(model, 0.0), time.time() - start)
+        extra = {"model": model, "rep": rep, "result_path": result_path, "cudagraphs": cudagraphs,
+                 "windows": args.windows, "warm_up_seconds": args.warm_up}
+        status.update(compile_cost.run_steps([mode], budget.deadline, lambda step, left, work=work, extra=extra: (
+            compile_cost.run_mode(step, [], device, work, min(left, args.run_timeout), "torchgen_ah.evaluation.zoo",
+                                  extra=extra, env_mode=CONTROLS.get(step))), label=label, process_limit=args.run_timeout))
+        budget.took(model, time.time() - start)
         if not_built(result_path, model):
-            skipped_models.add(model)
+            not_built_models.add(model)
     return status
 
 
@@ -147,7 +163,8 @@ def main(argv=None) -> int:
                         help="time budget of the run: no process starts after it, and the report is written")
     parser.add_argument("--run-timeout", type=float, default=150.0, help="seconds one process may take")
     parser.add_argument("--min-start", type=float, default=30.0,
-                        help="seconds that must be left of the budget to start a process of a model not run yet")
+                        help="seconds a process of a model not run yet is taken to need: the model starts only while "
+                             "the budget holds that many for each of its processes")
     parser.add_argument("--windows", type=int, default=e2e_models.STEP_WINDOWS,
                         help="timed windows per step time (the median window's time per call)")
     parser.add_argument("--warm-up", type=float, default=e2e_models.WARMUP_SECONDS,
@@ -157,13 +174,13 @@ def main(argv=None) -> int:
                         help="comma-separated results files of earlier runs: the (rep, model, mode) processes measured "
                              "there, and the models they could not build, are not run again (missing files: none done)")
     parser.add_argument("--list", action="store_true", help="print the zoo's entries and exit")
-    add_combine_arguments(parser)
-    args = parse_or_work(parser, argv, zoo_worker.run)
+    compile_cost.add_combine_arguments(parser)
+    args = compile_cost.parse_or_work(parser, argv, zoo_worker.run)
     if args.list:
         print(list_text())
         return 0
     if args.combine:
-        rows = combined_results("zoo", args.combine.split(","))
+        rows = compile_cost.combined_results("zoo", args.combine.split(","))
         if isinstance(rows, int):
             return rows
         command = f"{PROG} --combine {args.combine}"
@@ -180,11 +197,11 @@ def main(argv=None) -> int:
                                                    f"not in --modes ({', '.join(modes)})"), 2)
     if args.reps < 1:
         return command_line.fail("zoo", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
-    device = pick_device(args.device)
-    result_path = fresh_results_path(args.out)
+    device = compile_cost.pick_device(args.device)
+    result_path = compile_cost.fresh_results_path(args.out)
     steps = remaining(plan(models, modes, args.reps, once), done_in(_names(args.skip_done)))
     status = run_plan(steps, args, device, result_path)
-    rows = read_results(result_path)
+    rows = compile_cost.read_results(result_path)
     command = f"{PROG} " + " ".join(argv if argv is not None else sys.argv[1:])
     write_report(zoo_report.markdown(rows, command, status), args.out, args.results)
     return 0 if any("step_ms" in r for r in rows) else 1

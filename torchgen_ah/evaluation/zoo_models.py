@@ -167,7 +167,8 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("resnet50_cl", "cnn", "timm resnet50, channels-last (1x1 convolutions)", _timm("resnet50"), 32,
           channels_last=True),
     Entry("mobilenetv3_cl", "cnn", "timm mobilenetv3_large_100 at depth multiplier 0.5, channels-last (depthwise "
-          "convolutions, squeeze-excite)", _timm("mobilenetv3_large_100", depth_multiplier=0.5), 32, channels_last=True),
+          "convolutions, squeeze-excite)", _timm("mobilenetv3_large_100", depth_multiplier=0.5), 32,
+          channels_last=True),
     Entry("convnext_cl", "cnn", "timm convnext_tiny with depths 1,1,3,1, channels-last (7x7 depthwise, linear MLPs)",
           _timm("convnext_tiny", depths=(1, 1, 3, 1)), 32, channels_last=True),
     Entry("vit_small", "vit", "timm vit_small_patch16_224 with 6 blocks", _timm("vit_small_patch16_224", depth=6), 32),
