@@ -52,6 +52,16 @@ def _append(path: str, row: dict) -> None:
         f.write(json.dumps(row) + "\n")
 
 
+def _use_stats(ah_plugin) -> dict | None:
+    """The plugin's use-mode counts (``ah_plugin.status()``) as plain data; None where it never acted. A
+    count that cannot be read is said in the row, never costs it its measurements."""
+    try:
+        use = ah_plugin.status().get("use_stats")
+        return None if use is None else dict(use.as_dict() if hasattr(use, "as_dict") else vars(use))
+    except Exception as exc:
+        return {"unreadable": _one_line(exc)}
+
+
 def run(spec: dict) -> None:
     """The ``--worker`` side: build the model, measure it, append one results line (``skipped`` when the
     model cannot be built, ``failed`` when compiling or running it raised, which then fails the process)."""
@@ -80,12 +90,11 @@ def run(spec: dict) -> None:
     except Exception as exc:
         _append(spec["result_path"], {**row, "failed": _one_line(exc)})
         raise
-    use = ah_plugin.status().get("use_stats")
     settings = plugin["settings"]
     _append(spec["result_path"], {
         **row, **measured, "code": code_fingerprint(codes), "code_summary": code_summary(codes),
         "autotunings": len(benchmarked), "benchmarked": sum(benchmarked),
-        "use_stats": use.as_dict() if use is not None else None,
+        "use_stats": _use_stats(ah_plugin),
         "plugin": {"installed": plugin["installed"], "use": sorted(settings.use),
                    "top_k": "fast" if settings.fast else "adaptive" if settings.adaptive else settings.top_k}})
 
