@@ -110,3 +110,14 @@ def test_a_graph_compiled_only_to_benchmark_a_candidate_is_not_kept(tmp_path):
     assert len(benchmark_graphs) == 2, out["graphs"]  # one per decomposition, each compiled to a module
     assert out["kept"] == len(out["graphs"]) - 2 == 1
     assert out["relu"] == [True]  # the kept module is the call's own graph, with the relu after the op
+
+
+def test_summary_counts_template_kernels_apart_from_the_others():
+    """A Triton GEMM template (``triton_tem_``) is what a mode kept instead of aten: the zoo reports how many."""
+    from torchgen_ah.evaluation.generated_code import code_summary
+
+    code = ("triton_tem_fused_mm_0 = async_compile.triton('triton_tem_fused_mm_0', '''\n@triton.jit\n''')\n"
+            "triton_poi_fused_add_1 = async_compile.triton('triton_poi_fused_add_1', '''\n@triton.jit\n''')\n"
+            "extern_kernels.mm(buf0, arg1_1, out=buf1)\nextern_kernels.addmm(a, b, c, out=d)\n")
+    summary = code_summary([code, "cpp_fused_0 = async_compile.cpp_pybinding(['float*'], '''void k() {}''')\n"])
+    assert summary == {"graphs": 2, "kernels": 3, "templates": 1, "extern_calls": {"addmm": 1, "mm": 1}}

@@ -83,11 +83,12 @@ def _caller_plugin_var(name: str) -> bool:
     return name in _PLUGIN_VARS or (name.startswith("AH_PLUGIN_") and name not in _KEPT_PLUGIN_VARS)
 
 
-def mode_environment(mode: str, work_dir: str, base_env=None) -> tuple[dict, str | None]:
-    """(environment, torch.compile mode) for one mode, with fresh cache folders under ``work_dir``."""
+def mode_environment(mode: str, work_dir: str, base_env=None, caches: str | None = None) -> tuple[dict, str | None]:
+    """(environment, torch.compile mode) for one mode, with fresh cache folders under ``work_dir``
+    (``caches``: their folder's name, default ``caches_<mode>``)."""
     env = {k: v for k, v in (os.environ if base_env is None else base_env).items()
            if not _caller_plugin_var(k) and not k.startswith("AH_TUNABLE_")}
-    caches = os.path.join(work_dir, f"caches_{mode}")
+    caches = os.path.join(work_dir, caches or f"caches_{mode}")
     shutil.rmtree(caches, ignore_errors=True)
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")
     env["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
@@ -150,17 +151,7 @@ def worker(spec: dict) -> None:
 
     from ah_plugin.replay_timing import ReplayTimingError, replay_time_ms
     from torchgen_ah.evaluation.generated_code import code_fingerprint, first_call_with_code, save_modules
-    from torchgen_ah.evaluation.result_check import relative_error
-
-    def checked_error(result, fn, args) -> float | None:
-        """The result's error against eager's; None, said in the mode's log, where eager cannot run (out of
-        memory beside the compiled result): a check that fails never costs the mode its other shapes."""
-        try:
-            with torch.no_grad():
-                return relative_error(result, fn(*args))
-        except Exception as exc:
-            print(f"result not checked: {type(exc).__name__}: {exc}", flush=True)
-            return None
+    from torchgen_ah.evaluation.result_check import checked_error
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     device = spec["device"]
@@ -184,7 +175,7 @@ def worker(spec: dict) -> None:
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
-            error = checked_error(result, fn, args)
+            error = checked_error(result, lambda: fn(*args))
             del result
             replay_ms = None
             if device == "cuda":
@@ -230,9 +221,12 @@ def write_profile(call, path: str) -> None:
         f.write(profile_text(profiler, header=f"first call under cProfile: {seconds:.2f} s\n"))
 
 
-def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, module: str, extra=None) -> int:
-    """Run ``python -m module --worker SPEC`` for one mode in a fresh process; returns its exit code."""
-    env, compile_mode = mode_environment(mode, work_dir)
+def run_mode(mode: str, shapes, device: str, work_dir: str, timeout: float, module: str, extra=None,
+             env_mode: str | None = None) -> int:
+    """Run ``python -m module --worker SPEC`` for one mode in a fresh process; returns its exit code.
+    ``env_mode``: the mode whose environment the process gets (default ``mode``), for a control that runs
+    another mode again under its own name (its own log, spec and cache folders)."""
+    env, compile_mode = mode_environment(env_mode or mode, work_dir, caches=f"caches_{mode}")
     with_package_on_path(env)
     spec = {"mode": mode, "compile_mode": compile_mode, "device": device, "shapes": list(shapes),
             "result_path": os.path.join(work_dir, "results.jsonl"), **(extra or {})}

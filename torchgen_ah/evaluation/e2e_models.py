@@ -51,7 +51,7 @@ from torchgen_ah.evaluation.compile_cost import (
     run_mode,
     run_steps,
 )
-from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
+from torchgen_ah.evaluation.results_section import save_report
 
 MODELS = ("gpt2", "vit", "llama_prefill", "llama_decode", "vit_train")
 KNOWN_MODELS = MODELS + ("mlp",)
@@ -159,17 +159,7 @@ def worker(spec: dict) -> None:
         if device == "cuda":
             torch.cuda.synchronize()
 
-    def step():
-        if train:
-            # as an optimizer's zero_grad does: last step's gradients are outputs of the CUDA-graphed
-            # backward, whose memory the next replay reuses, so they are never accumulated into
-            model.zero_grad(set_to_none=True)
-            torch.compiler.cudagraph_mark_step_begin()  # a new step: the previous one's outputs are done
-        out = compiled(*inputs)
-        if train:
-            out.float().mean().backward()
-        return out
-
+    step = step_function(torch, model, compiled, inputs, train)
     with torch.enable_grad() if train else torch.no_grad():
         sync()
         start = time.perf_counter()
@@ -187,6 +177,23 @@ def worker(spec: dict) -> None:
                             "plugin": {"installed": plugin["installed"], "use": sorted(settings.use),
                                        "top_k": ("fast" if settings.fast else
                                                  "adaptive" if settings.adaptive else settings.top_k)}}) + "\n")
+
+
+def step_function(torch, model, compiled, inputs, train: bool):
+    """One step as a loop runs it: the compiled call; when training, the backward of the output's mean too."""
+
+    def step():
+        if train:
+            # as an optimizer's zero_grad does: last step's gradients are outputs of the CUDA-graphed
+            # backward, whose memory the next replay reuses, so they are never accumulated into
+            model.zero_grad(set_to_none=True)
+            torch.compiler.cudagraph_mark_step_begin()  # a new step: the previous one's outputs are done
+        out = compiled(*inputs)
+        if train:
+            out.float().mean().backward()
+        return out
+
+    return step
 
 
 def warm_up(step, sync, seconds: float = WARMUP_SECONDS, min_steps: int = 5) -> float:
@@ -334,13 +341,7 @@ def markdown(results: list[dict], command: str, status: dict | None = None, note
 
 
 def write_report(text: str, out: str, results_md: str | None) -> None:
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "e2e.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    if results_md:
-        update_results_section(results_md, "e2e_models", "## Real models: compile and step time per mode\n\n" + text,
-                               BENCHMARK_TITLE)
-    print(text)
+    save_report(text, out, "e2e.md", results_md, "e2e_models", "## Real models: compile and step time per mode")
 
 
 def combine(paths: list[str], out: str, results_md: str | None, note: str | None = None) -> int:

@@ -8,12 +8,14 @@ be traced to what was generated (``benchmarks/step_ab.py``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 
 _EXTERN = re.compile(r"\bextern_kernels\.(\w+)\(")
 _KERNEL_DEF = re.compile(r"^\w+ = async_compile\.\w+\(", re.M)  # a generated kernel (Triton or C++)
+_TEMPLATE_DEF = re.compile(r"^\w+ = async_compile\.triton\(\s*'triton_tem_", re.M)  # a GEMM template kernel
 _COMMENT = re.compile(r"^\s*#(?:\s.*)?$", re.M)  # "# ..." and "#"; not C++'s "#pragma", "#include"
 _TRAILING_COMMENT = re.compile(r"[ \t]+#[ \t].*$", re.M)  # "x = None  # device(...) 0x7f...": addresses
 _BLANK_RUNS = re.compile(r"\n\s*\n+")
@@ -26,6 +28,15 @@ def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
     whatever was compiled before in the process. The modules of graphs compiled only to be benchmarked
     as autotuning candidates (decompose-K's subgraphs, named ``benchmark_*``) are left out: they never run
     in the compiled call."""
+    with capturing_code(graph_lowering) as codes:
+        out = compiled(*inputs)
+    return out, codes
+
+
+@contextlib.contextmanager
+def capturing_code(graph_lowering):
+    """Within the block, every module Inductor generates (autotuning candidates' graphs left out) is
+    appended to the list it yields: a process's whole generated code, recompiles and backward included."""
     from unittest import mock
 
     codes: list[str] = []
@@ -35,8 +46,7 @@ def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
             codes.append(code)
 
     with mock.patch.object(graph_lowering, "save_output_code", keep):
-        out = compiled(*inputs)
-    return out, codes
+        yield codes
 
 
 def in_benchmark_graph() -> bool:
@@ -55,14 +65,17 @@ BENCHMARK_GRAPH_PREFIX = "benchmark_"  # SubgraphChoiceCaller's name for the gra
 
 
 def code_summary(codes: list[str]) -> dict:
-    """Generated kernels defined and extern calls made (by name) over a call's generated modules."""
+    """Generated kernels defined, of them Triton templates (a GEMM lowered to a template, not aten), and
+    extern calls made (by name) over a call's generated modules."""
     externs: dict[str, int] = {}
-    kernels = 0
+    kernels = templates = 0
     for code in codes:
         kernels += len(_KERNEL_DEF.findall(code))
+        templates += len(_TEMPLATE_DEF.findall(code))
         for name in _EXTERN.findall(code):
             externs[name] = externs.get(name, 0) + 1
-    return {"graphs": len(codes), "kernels": kernels, "extern_calls": dict(sorted(externs.items()))}
+    return {"graphs": len(codes), "kernels": kernels, "templates": templates,
+            "extern_calls": dict(sorted(externs.items()))}
 
 
 def normalized(code: str) -> str:

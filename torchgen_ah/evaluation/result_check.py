@@ -32,6 +32,20 @@ def relative_error(compiled, eager) -> float:
     return 0.0 if compiled == eager else math.inf
 
 
+def checked_error(compiled, eager_call) -> float | None:
+    """``relative_error`` of ``compiled`` against ``eager_call()`` run without gradients; None, said on
+    stdout (a mode's log), where eager cannot run (out of memory beside the compiled result): a check that
+    fails never costs a mode its measurements."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            return relative_error(compiled, eager_call())
+    except Exception as exc:
+        print(f"result not checked: {type(exc).__name__}: {exc}", flush=True)
+        return None
+
+
 def _tensor_error(torch, got, want) -> float:
     if got.shape != want.shape or got.dtype != want.dtype:
         return math.inf

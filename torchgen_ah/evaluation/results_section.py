@@ -57,3 +57,14 @@ def publish_report(text: str, figures: dict, section: str, json_path: str | None
     if results_md:
         update_results_section(results_md, section, text, BENCHMARK_TITLE)
     return 0
+
+
+def save_report(text: str, out_dir: str, filename: str, results_md: str | None, section: str, heading: str) -> None:
+    """A run's report: printed, written as ``out_dir/filename`` and, when ``results_md`` is given, as section
+    ``section`` of that file under ``heading``."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, filename), "w", encoding="utf-8") as f:
+        f.write(text)
+    if results_md:
+        update_results_section(results_md, section, f"{heading}\n\n{text}", BENCHMARK_TITLE)
+    print(text)

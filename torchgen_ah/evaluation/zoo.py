@@ -1,0 +1,211 @@
+"""The model zoo: fast mode against max-autotune off on every kind of model a user brings, one command.
+
+    python -m torchgen_ah.evaluation.zoo --out DIR [--models resnet50_cl,...] [--modes off,fast,off_again]
+        [--reps 1] [--once default] [--max-minutes 8.5] [--run-timeout 150] [--results benchmarks/RESULTS.md]
+    python -m torchgen_ah.evaluation.zoo --combine A/results.jsonl,B/results.jsonl --results benchmarks/RESULTS.md
+    python -m torchgen_ah.evaluation.zoo --list
+
+Each (repetition, model, mode) runs in its own process with fresh Inductor and Triton caches (the modes'
+environments of ``compile_cost.mode_environment``; ``off_again`` is a second max-autotune-off process, the
+identical-code control). Repetitions are the outer loop, then models, then the model's modes, their order
+rotated from one model to the next: a model's modes run minutes apart at most. A time budget cuts whole
+models (the last ones), not one mode of a model: a model's next process starts only while the budget holds
+it and the model's other processes not run yet, each taken at 1.2x the model's longest process so far (at
+``--min-start`` seconds before its first). A model that cannot be built (a library missing, an API changed)
+is a named, skipped row and gets no further processes.
+
+What a process records (``zoo_worker``): compile = the wall time of every call that compiled (first call,
+a lazily compiled backward, recompiles at new batch sizes); step = ``e2e_models``' timed windows of
+back-to-back calls (CUDA-graph replays on a GPU: off is ``mode="reduce-overhead"``, the max-autotune modes
+``mode="max-autotune"``), for the serving pattern one per batch size and their geometric mean; the generated
+code's hash and its Triton template kernels; the plugin's counts; the result against eager PyTorch's.
+Rows go to ``OUT/results.jsonl`` (``--combine`` joins several runs' files); the report
+(``zoo_report``) to ``OUT/zoo.md`` and, with ``--results``, the ``zoo`` section of that file.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import time
+
+from ah_plugin import command_line
+from torchgen_ah.evaluation import compile_cost, e2e_models, zoo_models, zoo_report, zoo_worker
+from torchgen_ah.evaluation.results_section import save_report
+
+PROG = "python -m torchgen_ah.evaluation.zoo"
+CONTROLS = {"off_again": "off"}  # a control mode: another mode's environment, run once more under its own name
+MODES = compile_cost.ALL_MODES + tuple(CONTROLS)
+DEFAULT_MODES = ("off", "fast", "off_again")
+SECTION = "zoo"
+HEADING = "## Model zoo: fast mode against max-autotune off, model by model"
+
+
+def plan(models: list[str], modes: list[str], reps: int, once: set[str] = frozenset()) -> list[tuple]:
+    """(rep, model, mode) in run order: repetitions, then models, then the model's modes rotated by one
+    place per model (and repetition), so no mode always runs first or right after another; ``once``
+    modes in the first repetition only."""
+    out = []
+    for rep in range(reps):
+        rep_modes = [m for m in modes if rep == 0 or m not in once]
+        for index, model in enumerate(models):
+            shift = (rep + index) % len(rep_modes) if rep_modes else 0
+            out += [(rep, model, mode) for mode in rep_modes[shift:] + rep_modes[:shift]]
+    return out
+
+
+def done_in(paths: list[str]) -> set[tuple]:
+    """(rep, model, mode) measured in earlier runs' results files, and (None, model, None) for a model one
+    of them could not build: ``--skip-done`` leaves them out, so a run picks up where others stopped."""
+    done = set()
+    for path in paths:
+        for r in compile_cost.read_results(path):
+            if "skipped" in r:
+                done.add((None, r["model"], None))
+            elif "step_ms" in r:
+                done.add((r.get("rep", 0), r["model"], r["mode"]))
+    return done
+
+
+def remaining(steps: list[tuple], done: set[tuple]) -> list[tuple]:
+    """The (rep, model, mode) steps not in ``done`` (``done_in``), nor of a model it could not build."""
+    return [s for s in steps if s not in done and (None, s[1], None) not in done]
+
+
+def not_built(result_path: str, model: str) -> bool:
+    """Whether a process of ``model`` wrote a ``skipped`` row (the model could not be built)."""
+    return any(r.get("model") == model and "skipped" in r for r in compile_cost.read_results(result_path))
+
+
+class Budget:
+    """Whether a model's next process may start. A model's modes run whole or not at all: the time left must
+    hold this process and the model's others not started yet, each taken at 1.2x the model's longest
+    process so far (``min_start`` seconds before its first); once one is refused, the model's others are."""
+
+    def __init__(self, steps: list[tuple], seconds: float, min_start: float, clock=time.time):
+        self._clock = clock
+        self.deadline = clock() + seconds
+        self._min_start = min_start
+        self._to_run = collections.Counter((rep, model) for rep, model, _ in steps)
+        self._longest: dict[str, float] = {}
+        self._cut: set[tuple] = set()
+
+    def refuse(self, rep: int, model: str) -> str | None:
+        """None when the step may start (it is then counted as started), else why not."""
+        self._to_run[(rep, model)] -= 1
+        left = self.deadline - self._clock()
+        need = max(self._min_start, 1.2 * self._longest.get(model, 0.0)) * (self._to_run[(rep, model)] + 1)
+        if (rep, model) in self._cut or left < need:
+            self._cut.add((rep, model))
+            return f"skipped (time budget: {left:.0f} s left, {need:.0f} s needed)"
+        return None
+
+    def took(self, model: str, seconds: float) -> None:
+        self._longest[model] = max(self._longest.get(model, 0.0), seconds)
+
+
+def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[str, str]:
+    """Run each (rep, model, mode) process while the budget allows; returns {label: outcome}."""
+    budget = Budget(steps, args.max_minutes * 60, args.min_start)
+    cudagraphs = device == "cuda" and not args.no_cudagraphs
+    not_built_models: set[str] = set()
+    status = {}
+    for rep, model, mode in steps:
+        label = f"{model}/rep{rep}/"
+        if model in not_built_models:
+            continue
+        refused = budget.refuse(rep, model)
+        if refused:
+            status[label + mode] = refused
+            continue
+        work = os.path.join(args.out, model, f"rep{rep}")
+        os.makedirs(work, exist_ok=True)
+        start = time.time()
+        extra = {"model": model, "rep": rep, "result_path": result_path, "cudagraphs": cudagraphs,
+                 "windows": args.windows, "warm_up_seconds": args.warm_up}
+        status.update(compile_cost.run_steps([mode], budget.deadline, lambda step, left, work=work, extra=extra: (
+            compile_cost.run_mode(step, [], device, work, min(left, args.run_timeout), "torchgen_ah.evaluation.zoo",
+                                  extra=extra, env_mode=CONTROLS.get(step))), label=label, process_limit=args.run_timeout))
+        budget.took(model, time.time() - start)
+        if not_built(result_path, model):
+            not_built_models.add(model)
+    return status
+
+
+def write_report(text: str, out: str, results_md: str | None) -> None:
+    save_report(text, out, "zoo.md", results_md, SECTION, HEADING)
+
+
+def list_text() -> str:
+    rows = [f"{name:20} {e.kind:8} batch {','.join(map(str, e.batches)) or e.batch:<22} {e.about}"
+            + ("" if e.in_zoo else "  [not in the default list]") for name, e in zoo_models.ENTRIES.items()]
+    return "\n".join(rows)
+
+
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def main(argv=None) -> int:
+    parser = command_line.parser(PROG, __doc__.split("\n")[0])
+    parser.add_argument("--out", default="zoo_out", help="folder for logs, caches, results.jsonl and zoo.md")
+    parser.add_argument("--models", default=",".join(zoo_models.ZOO),
+                        help="comma-separated zoo entries (--list shows them all)")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--reps", type=int, default=1, help="fresh processes per (model, mode)")
+    parser.add_argument("--once", default="",
+                        help="comma-separated modes of --modes run in the first repetition only (e.g. default)")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available, else cpu)")
+    parser.add_argument("--no-cudagraphs", action="store_true",
+                        help="compile with max-autotune-no-cudagraphs / no mode instead of the CUDA-graph modes")
+    parser.add_argument("--max-minutes", type=float, default=8.5,
+                        help="time budget of the run: no process starts after it, and the report is written")
+    parser.add_argument("--run-timeout", type=float, default=150.0, help="seconds one process may take")
+    parser.add_argument("--min-start", type=float, default=30.0,
+                        help="seconds a process of a model not run yet is taken to need: the model starts only while "
+                             "the budget holds that many for each of its processes")
+    parser.add_argument("--windows", type=int, default=e2e_models.STEP_WINDOWS,
+                        help="timed windows per step time (the median window's time per call)")
+    parser.add_argument("--warm-up", type=float, default=e2e_models.WARMUP_SECONDS,
+                        help="seconds of untimed steps before the windows (at each batch size)")
+    parser.add_argument("--results", default=None, help="also write the report as the zoo section of this file")
+    parser.add_argument("--skip-done", default="", metavar="FILES",
+                        help="comma-separated results files of earlier runs: the (rep, model, mode) processes measured "
+                             "there, and the models they could not build, are not run again (missing files: none done)")
+    parser.add_argument("--list", action="store_true", help="print the zoo's entries and exit")
+    compile_cost.add_combine_arguments(parser)
+    args = compile_cost.parse_or_work(parser, argv, zoo_worker.run)
+    if args.list:
+        print(list_text())
+        return 0
+    if args.combine:
+        rows = compile_cost.combined_results("zoo", args.combine.split(","))
+        if isinstance(rows, int):
+            return rows
+        command = f"{PROG} --combine {args.combine}"
+        write_report(zoo_report.markdown(rows, command, note=args.note), args.out, args.results)
+        return 0
+    models, modes, once = _names(args.models), _names(args.modes), set(_names(args.once))
+    unknown = [m for m in models if m not in zoo_models.ENTRIES] + [m for m in modes if m not in MODES]
+    if unknown or not models or not modes:
+        return command_line.fail("zoo", ValueError(
+            f"unknown or no model or mode ({', '.join(unknown) or 'none given'}); models: "
+            f"{', '.join(zoo_models.ENTRIES)}; modes: {', '.join(MODES)}"), 2)
+    if once - set(modes):
+        return command_line.fail("zoo", ValueError(f"--once names {', '.join(sorted(once - set(modes)))}, "
+                                                   f"not in --modes ({', '.join(modes)})"), 2)
+    if args.reps < 1:
+        return command_line.fail("zoo", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
+    device = compile_cost.pick_device(args.device)
+    result_path = compile_cost.fresh_results_path(args.out)
+    steps = remaining(plan(models, modes, args.reps, once), done_in(_names(args.skip_done)))
+    status = run_plan(steps, args, device, result_path)
+    rows = compile_cost.read_results(result_path)
+    command = f"{PROG} " + " ".join(argv if argv is not None else sys.argv[1:])
+    write_report(zoo_report.markdown(rows, command, status), args.out, args.results)
+    return 0 if any("step_ms" in r for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
