@@ -187,3 +187,20 @@ def test_replay_timing_captures_on_the_cuda_graph_trees_stream():
         f(a)
     manager = cudagraph_trees.get_manager(torch.cuda.current_device(), create_if_none_exists=False)
     assert manager is not None and manager.stream == used
+
+
+@pytest.mark.parametrize("model", ["cnn", "mlp"])
+def test_fast_mode_code_is_off_code_where_aten_is_kept_on_the_gpu(tmp_path, model):
+    """A channels-last CNN block (no convolution ranking: cuDNN with off's lowering, no 1x1-as-mm rewrite)
+    and an addmm and mm the H200 ranking keeps on cuBLAS: fast mode generates max-autotune off's code."""
+    from test_off_lowering import child
+
+    off = child(tmp_path, model, "off", DEVICE="cuda")
+    fast = child(tmp_path, model, "fast", DEVICE="cuda", TORCHINDUCTOR_AUTOHEURISTIC_USE="mm")
+    assert off["equal"] and fast["equal"]
+    assert fast["triton_templates"] == 0
+    assert fast["fingerprint"] == off["fingerprint"] is not None
+    if model == "cnn":
+        assert fast["lowerings"]["off"] >= 3, fast["lowerings"]
+    else:  # the ranking kept aten alone: both GEMMs lowered again as off
+        assert fast["lowerings"]["fell_back"] >= 2, fast["lowerings"]
