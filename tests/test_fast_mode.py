@@ -181,10 +181,12 @@ def test_an_artifact_from_replay_timed_data_is_trusted_by_fast_mode(tmp_path):
 
 MODE_PROBE = r'''
 import json, torch
+from ah_plugin.inductor.patches.mode_options import FUSED_BENCHMARKS  # the option's name on this torch
 wrapper = torch._TorchCompileInductorWrapper("max-autotune", None, False)  # what torch.compile(mode=...) builds
-print(json.dumps({k: wrapper.config.get(k) for k in
-                  ("max_autotune", "max_autotune_gemm", "coordinate_descent_tuning", "triton.cudagraphs",
-                   "triton.enable_persistent_tma_matmul", "max_epilogue_benchmarked_choices")}))
+options = {k: wrapper.config.get(k) for k in ("max_autotune", "max_autotune_gemm", "coordinate_descent_tuning",
+                                            "triton.cudagraphs", "triton.enable_persistent_tma_matmul")}
+options["fused_benchmarks"] = wrapper.config.get(FUSED_BENCHMARKS)
+print(json.dumps(options))
 '''
 
 
@@ -209,7 +211,7 @@ def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only, tma, no_fusio
     else:
         assert options["max_autotune"] is True and options["coordinate_descent_tuning"] is True
     assert options["triton.enable_persistent_tma_matmul"] is (True if tma else None)
-    assert options["max_epilogue_benchmarked_choices"] == (0 if no_fusion_benchmark else None)
+    assert options["fused_benchmarks"] == (0 if no_fusion_benchmark else None)
 
 
 def test_non_gemm_setting_follows_the_settings_rules(monkeypatch):

@@ -24,7 +24,7 @@ import torch._inductor.config as inductor_config
 from torch._inductor import select_algorithm
 
 from .. import registry
-from . import autotune, choices
+from . import autotune, choices, contract
 from .patches import benchmarker, builtin_autoheuristic, compile_once, lowerings, mode_options, pad_mm
 from .requests import build_request, caller_ids, default_log_path, ktc_ids
 
@@ -100,6 +100,7 @@ def install() -> None:
     compile_once.install(_acting, _compile_once)
     choices.install(inductor_config, _state["nonce"])
     _state["installed"] = True
+    contract.report(lambda message: registry.warn_once("contract", message), registry.verbose)
 
 
 def uninstall() -> None:
@@ -119,11 +120,13 @@ def uninstall() -> None:
 def _preprocess(choices_):
     if not _state["installed"]:
         return choices_
+    contract.note("preprocessing")
     return autotune.preprocess(choices_)
 
 
 def _feedback(timings, name, input_nodes, choices_, profiled_time_fn=None, precompile_times=None):
     if _state["installed"]:
+        contract.note("feedback")
         autotune.feedback(timings, name, input_nodes, choices_, profiled_time_fn, precompile_times)
 
 

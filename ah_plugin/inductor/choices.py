@@ -1,21 +1,26 @@
 """The plugin's ``InductorChoices``: the override points Inductor offers, each with what it does here.
 
-Installed through ``config.inductor_choices_class`` (a factory that builds the class set before, with
-ours mixed in over it, so a user's own choices class keeps its overrides; ``uuid()`` chains too) and,
-for a thread that had already built its handler, ``V.set_choices_handler``.
+Installed through Inductor's registry of choices handlers where the torch has one (torch 2.15:
+``register_inductor_choices``, which composes every registered handler and the configured class, each
+hook taken from the first that overrides it), else through ``config.inductor_choices_class`` (a factory
+that builds the class set before, with ours mixed in over it, so a user's own choices class keeps its
+overrides; ``uuid()`` chains too) and, for a thread that had already built its handler,
+``V.set_choices_handler``. Under composition a handler listed before ours that overrides the same hook
+wins it; ``hook_owner`` tells, and the contract check names it (``contract.py``).
 
-Checked on torch 2.11 and 2.13: ``InductorChoices._finalize_template_configs(template_choices,
+Checked on torch 2.11, 2.13, 2.14 and 2.15: ``InductorChoices._finalize_template_configs(template_choices,
 kernel_inputs, templates, op_name, kwarg_overrides)`` and ``uuid()`` (used in the FX-graph cache key of
-a configured choices class).
+a configured or registered choices class).
 """
 
 from __future__ import annotations
 
+from torch._inductor import choices as inductor_choices
 from torch._inductor.choices import InductorChoices
 from torch._inductor.virtualized import V
 
 from .. import registry, settings
-from . import autotune
+from . import autotune, contract
 
 _state = {"installed": False, "nonce": ""}
 
@@ -43,6 +48,7 @@ class PluginChoices(InductorChoices):
         ktcs = super()._finalize_template_configs(template_choices, kernel_inputs, templates, op_name, kwarg_overrides)
         if not _state["installed"]:
             return ktcs
+        contract.note("choices_handler")
         try:
             return autotune.pre_codegen(self, ktcs, kernel_inputs, templates, op_name, kwarg_overrides)
         except Exception as exc:
@@ -94,9 +100,33 @@ def _restore_factory(previous, _uuid_at_pickling=None):
     return ChoicesFactory(previous)
 
 
+REGISTRY_KEY = "ah_plugin"
+
+
+def has_registry() -> bool:
+    """Whether this torch composes registered choices handlers (torch 2.15 and newer)."""
+    return callable(getattr(inductor_choices, "register_inductor_choices", None))
+
+
+def hook_owner(name: str = "_finalize_template_configs") -> str | None:
+    """The class whose ``name`` hook Inductor's current handler runs; None when it cannot tell."""
+    try:
+        bound = getattr(V.choices, name)
+    except Exception:  # no handler can be built here: nothing to tell
+        return None
+    owner = getattr(bound, "__self__", None)
+    return type(owner).__name__ if owner is not None else None
+
+
 def install(inductor_config, nonce: str) -> None:
     """Make Inductor build our choices class from now on, in this thread too."""
     _state["nonce"] = nonce
+    if has_registry():
+        if not _state.get("registered"):
+            inductor_choices.register_inductor_choices(REGISTRY_KEY, PluginChoices)
+            _state["registered"] = True
+        _state["installed"] = True
+        return
     if not isinstance(inductor_config.inductor_choices_class, ChoicesFactory):
         _state["previous"] = inductor_config.inductor_choices_class
         inductor_config.inductor_choices_class = ChoicesFactory(_state["previous"])
@@ -109,6 +139,10 @@ def install(inductor_config, nonce: str) -> None:
 
 def uninstall(inductor_config) -> None:
     """Inductor's choices class back as it was, in this thread too."""
+    if _state.pop("registered", False):
+        inductor_choices.unregister_inductor_choices(REGISTRY_KEY)
+        _state["installed"] = False
+        return
     if isinstance(inductor_config.inductor_choices_class, ChoicesFactory):
         inductor_config.inductor_choices_class = _state.pop("previous", None)
     previous = _state.pop("thread_previous", None)

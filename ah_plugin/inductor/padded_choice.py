@@ -35,7 +35,10 @@ from torch._inductor.codegen.subgraph import SubgraphTemplate
 from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 from torch._inductor.ir import FixedLayout
 from torch._inductor.kernel_template_choice import KernelTemplateChoice
-from torch._inductor.template_heuristics.params import DictKernelTemplateParams
+try:  # torch 2.14 moved the template heuristics (the old module a shim that says it will be removed)
+    from torch._inductor.heuristics.template.params import DictKernelTemplateParams
+except ImportError:  # torch 2.11 and 2.13
+    from torch._inductor.template_heuristics.params import DictKernelTemplateParams
 
 from .. import choice_ids, registry
 

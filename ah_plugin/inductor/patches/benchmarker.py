@@ -16,12 +16,19 @@ benchmarks and the plugin-off path are untouched. A plan holds:
 * ``limits``: ``{"duration_ms", "iterations"}`` caps from the results cache's TunableOp settings,
   mapped onto the benchmarker's keywords (``_LIMIT_MAPS``), or onto the replay's length.
 
-Where a torch has Inductor's own switch (``config.autotune_cudagraph_benchmarking``, with
-``autotune_cudagraph_benchmarking_iters`` calls per graph; neither 2.11 nor 2.13 has it), the plan turns it
-on for the candidate's benchmark instead, and the plugin's replay stays out of the way.
+Inductor's own switch (``config.autotune_cudagraph_benchmarking``, torch 2.14 and newer) is not used:
+Inductor honours it only under ``max_autotune``, which fast and quality modes narrow to
+``max_autotune_gemm``, and torch 2.15's benchmark requests re-apply the values recorded when each
+candidate was made, so switching it on around a candidate's benchmark timed nothing by replay (every
+autotuning would then be labelled "mixed" and left out of collection). The plugin's replay is also the
+method its rankings were trained on (many calls per graph, warm L2), where Inductor's captures fewer calls
+and flushes L2 between replays. With that switch set by the user and a mode that keeps ``max_autotune``,
+Inductor times Triton candidates itself; the contract check says so (``contract.py``).
 
-Checked on torch 2.11 and 2.13 (``InductorBenchmarker.benchmark_gpu(_callable, ..., benchmark_iters,
-max_benchmark_duration, return_mode)``, ``Benchmarker.benchmark_cpu(_callable, warmup, rep)``).
+Checked on torch 2.11, 2.13, 2.14 and 2.15 (``InductorBenchmarker.benchmark_gpu(_callable, ...,
+benchmark_iters, max_benchmark_duration, return_mode)``, reached from ``Benchmarker.benchmark`` on 2.15
+through its per-device registry, which calls the instance's method; ``Benchmarker.benchmark_cpu(_callable,
+warmup, rep)``).
 """
 
 from __future__ import annotations
@@ -32,10 +39,10 @@ import inspect
 from dataclasses import dataclass, field
 
 import torch
-import torch._inductor.config as inductor_config
 from torch._inductor.runtime import benchmarking
 
 from ... import registry
+from .. import contract
 from ...replay_timing import DEFAULT_REPLAYS, DEFAULT_TARGET_MS, METHOD_PER_CALL, METHOD_REPLAY, \
     ReplayTimingError, replay_time_ms
 
@@ -80,38 +87,16 @@ class _Wrapped:
     noted: set = set()  # methods found replaced by someone else (said once, at verbose)
 
 
-# Inductor's own switch for timing autotuning by CUDA-graph replay, in torch versions that have it (newer than
-# 2.13): used instead of the plugin's replay when present, with this many calls captured per graph.
-_INDUCTOR_SWITCH = "autotune_cudagraph_benchmarking"
-_INDUCTOR_SWITCH_ITERS = "autotune_cudagraph_benchmarking_iters"
-INDUCTOR_SWITCH_CALLS = 20
-
-
-def inductor_replay_switch() -> dict | None:
-    """The config values that make Inductor itself time by CUDA-graph replay; None on a torch without them."""
-    if not hasattr(inductor_config, _INDUCTOR_SWITCH):
-        return None
-    values = {_INDUCTOR_SWITCH: True}
-    if hasattr(inductor_config, _INDUCTOR_SWITCH_ITERS):
-        values[_INDUCTOR_SWITCH_ITERS] = INDUCTOR_SWITCH_CALLS
-    return values
-
-
 def with_plan(choices, plan: Plan):
     """Make ``plan`` active while each of ``choices`` is benchmarked (the same list back)."""
     install()
-    switch = inductor_replay_switch() if plan.timing == METHOD_REPLAY else None
     for choice in choices:
         original = getattr(choice.benchmark, "_ah_plugin_unplanned", choice.benchmark)
 
         def benchmark(*args, _original=original, **kwargs):
             token = _active.set(plan)
             try:
-                if switch is None:
-                    return _original(*args, **kwargs)
-                with inductor_config.patch(switch):  # Inductor times this candidate by replay itself
-                    plan.methods.add(METHOD_REPLAY)
-                    return _original(*args, **kwargs)
+                return _original(*args, **kwargs)
             finally:
                 _active.reset(token)
 
@@ -227,12 +212,23 @@ def _replay(plan: Plan, callable_, kwargs: dict):
     return [ms] if kwargs.get("return_mode") == "all" else ms
 
 
+def _inside_inductor_replay() -> bool:
+    """Whether Inductor's own CUDA-graph benchmarking (torch 2.14 and newer, when the user switched it on
+    in a mode that keeps ``max_autotune``) is timing its graph's replay through ``benchmark_gpu`` now."""
+    inside = getattr(_Wrapped.benchmarker, "_in_cudagraph_benchmark", None)
+    return bool(inside) if not callable(inside) else bool(inside())
+
+
 def _planned_method(name: str, original):
     def planned(*args, **kwargs):
         plan = _active.get()
         if plan is None:
             return original(*args, **kwargs)
-        if name == "benchmark_gpu" and plan.timing == METHOD_REPLAY and len(args) == 1 and not inductor_replay_switch():
+        contract.note("benchmarker")
+        if name == "benchmark_gpu" and _inside_inductor_replay():
+            plan.methods.add(METHOD_REPLAY)  # Inductor's own capture calls this to time its graph's replay
+            return original(*args, **kwargs)
+        if name == "benchmark_gpu" and plan.timing == METHOD_REPLAY and len(args) == 1:
             try:
                 result = _replay(plan, args[0], kwargs)
                 plan.methods.add(METHOD_REPLAY)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch._inductor.config as inductor_config
 
+from .. import contract
+
 _NAMES = ("collect_autoheuristic", "use_autoheuristic")
 _saved: dict = {}
 
@@ -26,6 +28,7 @@ def install(handled_ops) -> None:
         _saved[name] = original
 
         def wrapper(op_name, _original=original):
+            contract.note("builtin_gate")
             if op_name in handled_ops():
                 return False
             return _original(op_name)

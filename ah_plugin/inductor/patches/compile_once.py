@@ -33,6 +33,7 @@ import re
 import torch._inductor.config as inductor_config
 
 from ... import registry
+from .. import contract
 
 _MAX_REMEMBERED = 512  # benchmark modules remembered at most (oldest dropped): a few per kept GEMM
 _KERNEL_NAME = re.compile(r"inductor_meta=\{'kernel_name': '[^'\\]*'")  # the first key Inductor writes
@@ -151,6 +152,7 @@ def install(acting, enabled) -> None:
         if (type(kernel) is TritonTemplateKernel and not args and not kwargs and acting() and enabled()
                 and _python_wrapper(V.graph)):
             try:
+                contract.note("compile_once")
                 found = benchmarked_source(src_code, subs_name, kernel_name)
             except Exception as exc:  # never break a compile over this
                 registry.warn_once(("compile_once", type(exc)), f"ah_plugin: compile-once skipped ({exc!r})")

@@ -28,6 +28,8 @@ import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import lowering as inductor_lowering
 
+from .. import contract
+
 OFF = "off"
 TUNED = "tuned"
 
@@ -131,6 +133,7 @@ def _lowered(original, name: str, attempt: str, args, kwargs):
 
 def _wrapper(original, name: str, plan):
     def lowering(*args, **kwargs):
+        contract.note("lowerings")
         try:
             decided = plan(name)
         except Exception:  # the plan reads the settings: never fail a lowering over them

@@ -12,7 +12,8 @@ defines it. Quality mode also switches on Inductor's persistent TMA mm template
 ranking can pick it. Options passed explicitly (``options={"max_autotune": True}``) are the user's and
 are never changed.
 
-Fast mode also benchmarks no template fused with its epilogue (``max_epilogue_benchmarked_choices`` 0).
+Fast mode also benchmarks no template fused with its epilogue (``max_epilogue_benchmarked_choices`` 0;
+``max_template_fusion_benchmarked_choices`` from torch 2.15).
 With Inductor's default the scheduler compiles a copy of each kept template fused with each epilogue and
 times it, one GEMM after another: in the phase times of one compile of the Llama-style decoder at decode
 on an H200 (nine template-and-aten GEMMs), that was 4.0 s of 13.2 s, against 8.6 s with aten alone
@@ -33,15 +34,21 @@ from __future__ import annotations
 import logging
 
 import torch._inductor as inductor_package
+import torch._inductor.config as inductor_config
 
 from ... import verbose_output
+from .. import contract
 
 logger = logging.getLogger(__name__)
 
 TUNED_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
 _NON_GEMM_TUNING = ("max_autotune", "coordinate_descent_tuning")
 PERSISTENT_TMA = "triton.enable_persistent_tma_matmul"
-FUSED_BENCHMARKS = "max_epilogue_benchmarked_choices"
+# how many templates fused with their epilogue Inductor benchmarks; torch 2.15 renamed it (the old name a
+# deprecated alias that warns on every use)
+FUSED_BENCHMARKS = ("max_template_fusion_benchmarked_choices"
+                    if hasattr(inductor_config, "max_template_fusion_benchmarked_choices")
+                    else "max_epilogue_benchmarked_choices")
 _saved: dict = {}
 _said: set = set()
 
@@ -59,8 +66,10 @@ def narrowed(options: dict, plan: dict) -> dict:
     ``no_fusion_benchmark``)."""
     out = gemm_only(options) if plan.get("gemm_only") else dict(options)
     if plan.get("persistent_tma"):
+        contract.note("persistent_tma")
         out[PERSISTENT_TMA] = True
     if plan.get("no_fusion_benchmark"):
+        contract.note("fused_benchmarks")
         out[FUSED_BENCHMARKS] = 0
     return out
 
@@ -81,6 +90,7 @@ def install(mode_plan) -> None:
         plan = mode_plan()
         if not plan:
             return options
+        contract.note("mode_options")
         if plan.get("verbose") and mode not in _said:
             _said.add(mode)
             what = "autotunes GEMMs only" if plan.get("gemm_only") else "keeps max-autotune's tuning"

@@ -28,6 +28,7 @@ from torch._inductor import config as inductor_config
 from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 
 from ... import registry, settings
+from .. import contract
 from ...policy import AutotuneRequest
 from ...replay_timing import METHOD_REPLAY, replay_time_ms
 from ..padded_choice import autotuning_gemms, padded_sizes
@@ -176,6 +177,7 @@ def _should_pad(match, mat1, mat2, op, input=None):
     original = _saved["should_pad"]
     if not _active():
         return original(match, mat1, mat2, op, input)
+    contract.note("pad_mm")
     try:
         if _padded_candidate_offered(op, mat1, mat2):
             registry.verbose("mm: padding left to quality mode's padded candidate")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 
+from .. import contract
+
 
 def selector_locals(depth: int = 2) -> dict | None:
     """Locals of the ``AlgorithmSelectorCache.__call__`` above the caller, or None when not found."""
@@ -20,6 +22,7 @@ def selector_locals(depth: int = 2) -> dict | None:
             break
         local = frame.f_locals
         if "name" in local and "input_nodes" in local and "choices" in local:
+            contract.note("selector_frame")
             return local
         frame = frame.f_back
     return None
