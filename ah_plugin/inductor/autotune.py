@@ -168,7 +168,7 @@ def _asked(choices):
     current = _current_settings()
     if current is None or lowerings.as_off():
         return None
-    local = selector_frame.selector_locals(depth=3)
+    local = _selector_inputs(choices)
     if local is None:
         return None
     name, nodes = local["name"], local["input_nodes"]
@@ -187,6 +187,19 @@ def _asked(choices):
             choices, ids = _kept(choices, ids, keep)
             request = build_request(name, nodes, ids, "post_codegen")
     return choices, ids, request, local, policies, current
+
+
+def _selector_inputs(choices) -> dict | None:
+    """The op name, input nodes and output layout of the autotuning a preprocessing function serves:
+    from the GEMM lowering the plugin wrapped (``patches.lowerings``) and the candidates themselves, else
+    (autotunings outside those lowerings: the CPU's mkldnn linear, mm_plus_mm, custom ops) from the
+    selector's frame (``patches.selector_frame``)."""
+    state = lowerings.current()
+    first = choices[0]
+    nodes, layout = getattr(first, "input_nodes", None), getattr(first, "layout", None)
+    if state is not None and nodes and layout is not None:
+        return {"name": state.name, "input_nodes": list(nodes), "layout": layout}
+    return selector_frame.selector_locals(depth=4)
 
 
 def _limits(request: AutotuneRequest, policies) -> dict | None:

@@ -149,9 +149,10 @@ HOOKS: tuple[Hook, ...] = (
          "select_algorithm.add_feedback_saver", "official",
          "nothing is collected or recorded, and templates win without the aten margin",
          _exists("torch._inductor.select_algorithm.add_feedback_saver")),
-    Hook("selector_frame", "the op name and inputs of the autotuning a preprocessing function serves",
+    Hook("selector_frame", "the op name and inputs of an autotuning outside the wrapped GEMM lowerings (the "
+         "CPU's mkldnn linear, mm_plus_mm, custom ops) in the preprocessing function",
          "AlgorithmSelectorCache.__call__(self, name, choices, input_nodes, ...) locals", "frame",
-         "use mode and the results cache do not act (Inductor's default choices)",
+         "those autotunings are pruned only before code generation, where Inductor offers it",
          _params("torch._inductor.select_algorithm.AlgorithmSelectorCache.__call__",
                  ("name", "choices", "input_nodes"))),
     Hook("lowerings", "lower a GEMM as max-autotune off does where aten is kept (fast mode's off code)",
