@@ -184,6 +184,15 @@ def _ops(text) -> frozenset:
     return frozenset(name for name in names if name not in BUILTIN_ONLY_OPS)
 
 
+def builtin_only_requested(environ=None) -> frozenset:
+    """The ops of ``BUILTIN_ONLY_OPS`` the collect and use variables name (left to torch's built-in)."""
+    environ = os.environ if environ is None else environ
+    names = set()
+    for variable in (ENV_COLLECT, ENV_USE):
+        names |= {item.strip() for item in (environ.get(variable) or "").split(",")}
+    return frozenset(names & BUILTIN_ONLY_OPS)
+
+
 def with_aliases(ops, aliases) -> frozenset:
     """``ops`` plus the ops they cover (``COLLECT_ALIASES`` / ``USE_ALIASES``)."""
     return frozenset(ops) | frozenset(alias for name in ops for alias in aliases.get(name, ()))

@@ -138,3 +138,14 @@ def test_the_choices_handler_composes_with_other_handlers():
         if registered:
             inductor_choices.unregister_inductor_choices("test_other_a")
             inductor_choices.unregister_inductor_choices("test_other_b")
+
+
+def test_a_builtin_op_this_torch_dropped_is_named():
+    """Torch 2.15's built-in AutoHeuristic has no mixed_mm: naming it must not be silently ignored."""
+    from ah_plugin import settings
+    from ah_plugin.inductor.patches import builtin_autoheuristic
+
+    requested = settings.builtin_only_requested({settings.ENV_USE: "mm,mixed_mm", settings.ENV_COLLECT: "pad_mm"})
+    assert requested == {"mixed_mm", "pad_mm"}
+    dropped = tuple(int(part) for part in TORCH.split(".")) >= (2, 15)
+    assert builtin_autoheuristic.builtin_lacks(requested) == (["mixed_mm"] if dropped else [])

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import uuid as _uuid
 
+import torch
 import torch._inductor.config as inductor_config
 from torch._inductor import select_algorithm
 
-from .. import registry
+from .. import registry, settings
 from . import autotune, choices, contract
 from .patches import benchmarker, builtin_autoheuristic, compile_once, lowerings, mode_options, pad_mm
 from .requests import build_request, caller_ids, default_log_path, ktc_ids
@@ -101,6 +102,11 @@ def install() -> None:
     choices.install(inductor_config, _state["nonce"])
     _state["installed"] = True
     contract.report(lambda message: registry.warn_once("contract", message), registry.verbose)
+    lacking = builtin_autoheuristic.builtin_lacks(settings.builtin_only_requested())
+    if lacking:
+        registry.warn_once("builtin_lacks", f"ah_plugin: torch {torch.__version__}'s built-in AutoHeuristic has no "
+                           f"{', '.join(lacking)}; naming it in {settings.ENV_USE} or {settings.ENV_COLLECT} does "
+                           "nothing on this torch")
 
 
 def uninstall() -> None:

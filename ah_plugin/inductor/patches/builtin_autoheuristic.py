@@ -44,6 +44,15 @@ def uninstall() -> None:
     _saved.clear()
 
 
+def builtin_lacks(ops) -> list[str]:
+    """Those of ``ops`` torch's built-in AutoHeuristic no longer has on this torch (torch 2.15 dropped
+    ``mixed_mm``; from 2.13 on its ops are the entries of ``config.autoheuristic_use``)."""
+    known = getattr(inductor_config, "autoheuristic_use", None)
+    if known is None or isinstance(known, str):  # torch 2.11: a plain list in a string, every op named
+        return []
+    return sorted(op for op in ops if not hasattr(known, op))
+
+
 def builtin_would_act(op_name: str) -> bool:
     """What torch's built-in AutoHeuristic decides for ``op_name`` now (for tests and docs)."""
     return bool(inductor_config.run_autoheuristic(op_name))
