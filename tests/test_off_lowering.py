@@ -48,8 +48,11 @@ def test_fast_mode_generates_off_code_where_aten_is_kept(tmp_path, model, freeze
     assert off["equal"] and fast["equal"]
     assert fast["fingerprint"] == off["fingerprint"] is not None
     if model == "cnn":
-        # no convolution ranking: the convolutions were lowered as off lowers them, 1x1 ones included
+        # no convolution ranking: the convolutions were lowered as off lowers them, 1x1 ones included,
+        # also where the use variable names convolutions
         assert fast["lowerings"]["off"] >= 3, fast["lowerings"]
+        named = child(tmp_path, model, "fast", FREEZE=freeze, TORCHINDUCTOR_AUTOHEURISTIC_USE="mm,convolution")
+        assert named["equal"] and named["fingerprint"] == off["fingerprint"]
         # the control: max-autotune's own lowering with aten as the only GEMM backend is not off's code
         aten_only = child(tmp_path, model, "aten_only", FREEZE=freeze,
                           TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS="ATEN")

@@ -27,7 +27,7 @@ from torch._inductor import select_algorithm
 from .. import registry, settings
 from . import autotune, choices, contract
 from .patches import benchmarker, builtin_autoheuristic, compile_once, lowerings, mode_options, pad_mm
-from .requests import build_request, caller_ids, default_log_path, ktc_ids
+from .requests import build_request, caller_ids, default_log_path, device_metadata, ktc_ids
 
 _state = {"callbacks": False, "installed": False, "nonce": _uuid.uuid4().hex}
 
@@ -56,19 +56,44 @@ def _mode_plan():
             "no_fusion_benchmark": current.skip_fusion_benchmark, "verbose": current.verbose}
 
 
-def _lowering_plan(name: str):
+def _lowering_plan(name: str, args=()):
     """How a GEMM lowering of autotuning ``name`` goes (patches/lowerings.py): ``TUNED`` where a ranking or
     the results cache may keep a template (lowered as off when they keep aten alone), ``OFF`` in the modes
     that narrow ``mode="max-autotune"`` to GEMMs for an op no ranking covers (a convolution keeps cuDNN with
-    off's lowering), None where Inductor's own lowering stands (collection, the plugin off)."""
+    off's lowering), None where Inductor's own lowering stands (collection, the plugin off).
+
+    A convolution is ``OFF`` there even when the use variable names it, unless an artifact ranks
+    convolutions on its device: max-autotune's lowering rewrites a channels-last 1x1 convolution as an mm
+    before any candidate exists, so a lowering tried first and redone would not be off's (the mms it made
+    are ranked and timed as mms)."""
     current = autotune._current_settings() if _state["installed"] else None
     if current is None or not current.active or name in current.collect_ops:
         return None
     if name in current.use_ops:
+        if name in REWRITTEN_BEFORE_CANDIDATES and current.gemm_only and not _ranked_on(name, args):
+            return lowerings.OFF
         return lowerings.TUNED
     if current.gemm_only:
         return lowerings.OFF
     return lowerings.TUNED if registry.policies_for(name) else None
+
+
+REWRITTEN_BEFORE_CANDIDATES = ("convolution",)
+
+
+def _ranked_on(name: str, args) -> bool:
+    """Whether a ranking policy has an artifact for ``name`` on the device of the lowering's first input."""
+    try:
+        device = args[0].get_device()
+    except Exception:  # no input with a device: nothing can rank it
+        return False
+    metadata = {"name": name, **device_metadata(device)}
+    for policy in registry.policies_for(name):
+        artifact_for = getattr(policy, "artifact_for", None)
+        if artifact_for is not None and registry.call_policy(policy, "artifact_for", name, metadata) not in (
+                None, registry.FAILED):
+            return True
+    return False
 
 
 def _compile_once() -> bool:

@@ -97,7 +97,8 @@ def _ops():
 
 
 def install(plan) -> None:
-    """Wrap the lowering of each op of ``LOWERED``; ``plan(name)`` gives OFF, TUNED or None per lowering."""
+    """Wrap the lowering of each op of ``LOWERED``; ``plan(name, args)`` gives OFF, TUNED or None per lowering
+    (``args``: the lowering's inputs, for their device)."""
     if _saved:
         return
     table = inductor_lowering.lowerings
@@ -135,7 +136,7 @@ def _wrapper(original, name: str, plan):
     def lowering(*args, **kwargs):
         contract.note("lowerings")
         try:
-            decided = plan(name)
+            decided = plan(name, args)
         except Exception:  # the plan reads the settings: never fail a lowering over them
             decided = None
         if decided == OFF:
