@@ -139,7 +139,7 @@ def _compile_once(fn, inputs):
 
     from ah_plugin.inductor import compile_tools
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     with compile_tools.options(fx_graph_cache=False, autotune_local_cache=False, freezing=True), torch.no_grad():
         compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
         return compiled(*inputs)
