@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import functools
 import os
-import re
 import textwrap
 
 import pytest
@@ -25,7 +24,9 @@ PACKAGE = "ah_plugin"
 # torch's dynamic-shape documentation names these under torch._dynamo, and torch.compiler has no equivalent
 DOCUMENTED_DYNAMO = frozenset({"mark_dynamic", "maybe_mark_dynamic", "mark_static"})
 _INTERNALS = ("_inductor", "_dynamo")
-_MODULE_PATH = re.compile(r"torch\.(?:_inductor|_dynamo)\b[\w.]*")  # "torch._inductor.graph" as a string
+# calls that import or reach a module or attribute named by a string: importlib.import_module("torch._inductor"),
+# __import__, importlib.util.find_spec, mock.patch("torch._inductor.config.x"), getattr(torch, "_inductor")
+_BY_NAME = frozenset({"import_module", "__import__", "find_spec", "patch", "getattr", "hasattr", "setattr"})
 
 # Import edges that close a circle and stay until activation changes; each must still close one (the test
 # below fails once it does not, so the list only shrinks). Both are the plugin switching itself on:
@@ -63,11 +64,17 @@ def _chain(node: ast.Attribute) -> list[str]:
     return parts[::-1]
 
 
+def _called(func: ast.AST) -> str:
+    """The name a call is made by: ``import_module`` for ``importlib.import_module(...)``."""
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def private_uses(source: str) -> list[tuple[int, str]]:
     """(line, what) of every reach into Inductor or private Dynamo in ``source``: imports (``import
     torch._inductor.config``, ``from torch import _inductor``), attribute chains on any object
     (``torch._dynamo.reset``, ``self._torch._dynamo.utils``), and module paths as strings (importlib,
-    ``sys.modules``, ``getattr(torch, "_inductor")``)."""
+    ``mock.patch``, ``getattr(torch, "_inductor")``). Naming a module only to look it up in ``sys.modules``
+    (has torch imported Inductor yet?) reaches nothing and is not counted."""
     tree = ast.parse(source)
     inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     found = set()
@@ -83,10 +90,12 @@ def private_uses(source: str) -> list[tuple[int, str]]:
                 if part in _INTERNALS and _private(".".join(["torch", *parts[i:]])):
                     found.add((node.lineno, ".".join(parts)))
                     break
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            text = node.value
-            if text in _INTERNALS or (_MODULE_PATH.fullmatch(text) and _private(text)):
-                found.add((node.lineno, repr(text)))
+        elif isinstance(node, ast.Call) and _called(node.func) in _BY_NAME:
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    text = arg.value
+                    if text in _INTERNALS or _private(text):
+                        found.add((node.lineno, f"{_called(node.func)}({text!r})"))
     return sorted(found)
 
 
@@ -131,8 +140,10 @@ def test_the_adapter_is_where_inductor_is_used():
     ("x = torch._inductor.config.freezing", "torch._inductor.config.freezing"),
     ("n = self._torch._dynamo.config.cache_size_limit", "self._torch._dynamo.config.cache_size_limit"),
     ("m = get()._inductor", "<expr>._inductor"),
-    ("importlib.import_module('torch._inductor.cudagraph_trees')", "'torch._inductor.cudagraph_trees'"),
-    ("getattr(torch, '_inductor')", "'_inductor'"),
+    ("importlib.import_module('torch._inductor.cudagraph_trees')", "import_module('torch._inductor.cudagraph_trees')"),
+    ("m = __import__('torch._dynamo.utils')", "__import__('torch._dynamo.utils')"),
+    ("mock.patch('torch._inductor.config.freezing', True)", "patch('torch._inductor.config.freezing')"),
+    ("getattr(torch, '_inductor')", "getattr('_inductor')"),
 ])
 def test_the_check_finds_each_way_in(code, what):
     assert private_uses(code) == [(code.count("\n") + 1, what)]
@@ -145,6 +156,7 @@ def test_the_check_finds_each_way_in(code, what):
     "from torch._dynamo import maybe_mark_dynamic",
     '"""Replaces torch._inductor.list_mode_options while the plugin runs."""',
     "print('torch._dynamo.reset() drops the compiled graphs')",
+    "imported = 'torch._inductor' in sys.modules",
     "from .inductor import compile_tools",
 ])
 def test_the_check_passes_public_names_and_prose(code):
