@@ -69,6 +69,15 @@ def _called(func: ast.AST) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
+def _text(arg: ast.AST) -> str | None:
+    """A string argument's text; of an f-string, the text before its first placeholder."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value).rstrip(".")
+    return None
+
+
 def private_uses(source: str) -> list[tuple[int, str]]:
     """(line, what) of every reach into Inductor or private Dynamo in ``source``: imports (``import
     torch._inductor.config``, ``from torch import _inductor``), attribute chains on any object
@@ -91,11 +100,9 @@ def private_uses(source: str) -> list[tuple[int, str]]:
                     found.add((node.lineno, ".".join(parts)))
                     break
         elif isinstance(node, ast.Call) and _called(node.func) in _BY_NAME:
-            for arg in node.args:
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                    text = arg.value
-                    if text in _INTERNALS or _private(text):
-                        found.add((node.lineno, f"{_called(node.func)}({text!r})"))
+            for text in filter(None, map(_text, node.args)):
+                if text in _INTERNALS or _private(text):
+                    found.add((node.lineno, f"{_called(node.func)}({text!r})"))
     return sorted(found)
 
 
@@ -127,6 +134,7 @@ def test_the_adapter_is_where_inductor_is_used():
         found = private_uses(f.read())
     assert any(what == "import torch._inductor.config" for _, what in found), found
     assert any(what.startswith("import torch._dynamo") for _, what in found), found
+    assert any(what.startswith("import_module('torch._inductor.autoheuristic") for _, what in found), found
 
 
 @pytest.mark.parametrize("code, what", [
@@ -142,6 +150,7 @@ def test_the_adapter_is_where_inductor_is_used():
     ("m = get()._inductor", "<expr>._inductor"),
     ("importlib.import_module('torch._inductor.cudagraph_trees')", "import_module('torch._inductor.cudagraph_trees')"),
     ("m = __import__('torch._dynamo.utils')", "__import__('torch._dynamo.utils')"),
+    ("importlib.import_module(f'torch._inductor.kernel.{name}')", "import_module('torch._inductor.kernel')"),
     ("mock.patch('torch._inductor.config.freezing', True)", "patch('torch._inductor.config.freezing')"),
     ("getattr(torch, '_inductor')", "getattr('_inductor')"),
 ])
