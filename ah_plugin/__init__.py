@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _OURS: dict = {}  # role -> policy this module registered ("collector", "ranking", "cache")
 
@@ -84,7 +84,7 @@ def _exit_line_if_verbose() -> None:
     """With verbose output on, the one-line summary of what the plugin did is printed at exit."""
     from . import exit_summary
 
-    exit_summary.register_if_verbose()
+    exit_summary.register_if_verbose(status)
 
 
 def finish_pending_activation() -> None:

@@ -63,23 +63,22 @@ def _cache_part(stats) -> str | None:
             f"{_plural(stats.get('misses', 0), 'miss', 'misses')}, {stats.get('tuned', 0):,} tuned")
 
 
-def _print_summary() -> None:
+def _print_summary(status_of) -> None:
     try:
-        import ah_plugin
-
-        status = ah_plugin.status()
+        status = status_of()
         if status["settings"].verbose:
             say(log, summary_line(status))
     except Exception:  # at exit: never turn a clean exit into a traceback
         pass
 
 
-def register_if_verbose() -> None:
-    """Print the summary at exit (once per process) when verbose output is on now."""
+def register_if_verbose(status_of) -> None:
+    """Print the summary at exit (once per process) when verbose output is on now. ``status_of``:
+    ``ah_plugin.status``, handed in by the package (this module stays below it: no import circle)."""
     if _registered[0]:
         return
     from . import settings
 
     if settings.current().verbose:
         _registered[0] = True
-        atexit.register(_print_summary)
+        atexit.register(_print_summary, status_of)

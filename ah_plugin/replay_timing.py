@@ -8,8 +8,9 @@ replayed, and the replay time divided by ``calls`` is the per-call time.
 
 ``calls`` is chosen so that one replay lasts about ``target_ms`` (from a short probe graph), between
 ``min_calls`` and ``max_calls``; the result is the median of ``replays`` timed replays. Only
-``torch.cuda`` is used (and the side stream of Inductor's CUDA-graph trees), so the adapter, the padding decision and the
-benchmarks share this one definition of a kernel's time.
+``torch.cuda`` is used, so the adapter, the padding decision and the benchmarks share this one definition of
+a kernel's time; they name the stream the captures run on (the side stream of Inductor's CUDA-graph trees,
+which the adapter finds: ``ah_plugin.inductor.graph_trees``).
 
 A callable that launches on a stream of its own choosing instead of the current one is not captured (its
 work runs outside the graph, and the graph replays in next to no time): a replay under a microsecond per
@@ -41,29 +42,10 @@ class ReplayTimingError(RuntimeError):
     """The callable could not be captured into a CUDA graph (a host sync, an unsupported op, ...)."""
 
 
-def _capture_stream(torch):
-    """The stream every capture runs on (graph capture cannot use the default stream).
-
-    The side stream of this thread's Inductor CUDA-graph trees for this device where they exist, or where
-    the compile under way uses CUDA graphs (``triton.cudagraphs``: the trees are then made here, as the
-    compiled model's first call would make them); else a stream of our own, made once. On an H200, GPU
-    work on a side stream after a model's CUDA graph was recorded slows that graph by about 5% for the rest
-    of the process (the decoder at decode, replayed alone: 0.433 against 0.455 ms; the trees' own stream
-    too), and a fast-mode process whose captures ran on a stream of their own before the decoder's graph
-    was recorded stepped 1.059x off's, against 0.984x with them on the trees' stream
-    (``benchmarks/process_state.py``; RESULTS.md ``process_state_llama_decode``, ``e2e_decode_replay_stream``).
-    The trees are remade after ``torch._dynamo.reset()`` or once no compiled function holds them, with a new
-    stream."""
+def _own_stream(torch):
+    """A stream of this module's own for the current GPU, made once (graph capture cannot use the default
+    stream): where the caller names none."""
     device = torch.cuda.current_device()
-    try:
-        from torch._inductor import config as inductor_config
-        from torch._inductor import cudagraph_trees
-
-        manager = cudagraph_trees.get_manager(device, create_if_none_exists=bool(inductor_config.triton.cudagraphs))
-        if manager is not None:
-            return manager.stream
-    except Exception:  # not this torch's layout: a stream of our own
-        pass
     if device not in _streams:
         _streams[device] = torch.cuda.Stream()
     return _streams[device]
@@ -72,12 +54,11 @@ def _capture_stream(torch):
 _streams: dict = {}
 
 
-def _capture(torch, fn, calls: int):
+def _capture(torch, fn, calls: int, stream):
     """``calls`` calls of ``fn`` captured into one graph. ``capture_begin``/``capture_end`` directly: the
     ``torch.cuda.graph`` context also runs ``gc.collect()`` and empties the allocator's cache on entry,
     which would cost more than the timing itself when every candidate of an autotuning is captured."""
     graph = torch.cuda.CUDAGraph()
-    stream = _capture_stream(torch)
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         graph.capture_begin(capture_error_mode="thread_local")
@@ -112,12 +93,16 @@ def calls_for(probe_ms_per_call: float, target_ms: float = DEFAULT_TARGET_MS,
 
 
 def replay_time_ms(fn, *, calls: int | None = None, replays: int = DEFAULT_REPLAYS,
-                   target_ms: float = DEFAULT_TARGET_MS) -> float:
+                   target_ms: float = DEFAULT_TARGET_MS, stream=None) -> float:
     """Per-call milliseconds of ``fn`` (a no-argument callable launching GPU work on the current stream),
-    timed by CUDA-graph replay. Raises ``ReplayTimingError`` when ``fn`` cannot be captured."""
+    timed by CUDA-graph replay. Raises ``ReplayTimingError`` when ``fn`` cannot be captured.
+
+    ``stream``: the stream the warm-up and the captures run on; None: one of this module's own. The adapter
+    and the tools pass the side stream of Inductor's CUDA-graph trees where there is one
+    (``ah_plugin.inductor.graph_trees``, which says why)."""
     import torch  # lazy: this module is imported by code paths that must stay free of torch at import
 
-    side = _capture_stream(torch)
+    side = stream if stream is not None else _own_stream(torch)
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm-up on the capture stream (lazy workspaces are made for it)
         for _ in range(_WARMUP_CALLS):
@@ -126,11 +111,11 @@ def replay_time_ms(fn, *, calls: int | None = None, replays: int = DEFAULT_REPLA
     torch.cuda.synchronize()
     try:
         if calls is None:
-            probe = _capture(torch, fn, _PROBE_CALLS)
+            probe = _capture(torch, fn, _PROBE_CALLS, side)
             per_call = min(_time_replays(torch, probe, 2)) / _PROBE_CALLS
             del probe
             calls = calls_for(per_call, target_ms)
-        graph = _capture(torch, fn, calls)
+        graph = _capture(torch, fn, calls, side)
     except Exception as exc:  # torch raises RuntimeError for an illegal capture; anything else alike
         torch.cuda.synchronize()
         raise ReplayTimingError(f"cannot capture into a CUDA graph: {type(exc).__name__}: {exc}") from exc

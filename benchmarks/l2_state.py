@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("l2_state: needs a CUDA GPU (the question is about its L2 cache); nothing measured", file=sys.stderr)
         return 2
-    from ah_plugin.replay_timing import replay_time_ms
+    from ah_plugin.inductor.compile_tools import replay_time_ms
     from torchgen_ah.evaluation.results_section import update_results_section
 
     props = torch.cuda.get_device_properties(0)

@@ -62,30 +62,6 @@ EXTRA_COLUMNS = (("nogc_ms", "step ms with the garbage collector paused (/ first
                  ("graph_functions", "functions in the CUDA-graph trees", "{}"))
 
 
-def graph_functions(torch) -> int | None:
-    """Functions in the current GPU's CUDA-graph trees (None where the tree manager is not reachable)."""
-    try:
-        from torch._inductor import cudagraph_trees
-
-        manager = cudagraph_trees.get_container(torch.cuda.current_device()).tree_manager
-        return None if manager is None else len(manager.ids_to_funcs)
-    except (ImportError, AttributeError):
-        return None
-
-
-def model_graph(torch):
-    """The CUDA graph of the first function recorded in the current GPU's CUDA-graph trees (the model's),
-    or None."""
-    try:
-        from torch._inductor import cudagraph_trees
-
-        manager = cudagraph_trees.get_container(torch.cuda.current_device()).tree_manager
-        nodes = next(iter(manager.roots.values()), [])
-        return getattr(nodes[0], "graph", None) if nodes else None
-    except (ImportError, AttributeError, StopIteration):
-        return None
-
-
 def capture_elementwise(torch, x) -> None:
     """Capture ``x + 1`` ten times into a CUDA graph of its own on a new stream, replay it, free it."""
     stream = torch.cuda.Stream()
@@ -108,6 +84,7 @@ def timed_state(torch, step, sync, windows: int, per_window: int, graph=None) ->
     """The step timed now (windows as e2e_models times them), the same with the garbage collector paused,
     the host's launch time of one step, the model's CUDA graph replayed alone (``graph``), and the process
     facts beside them."""
+    from ah_plugin.inductor import graph_trees
     from torchgen_ah.evaluation.e2e_models import warm_up, window_times
 
     warm_up(step, sync)
@@ -129,7 +106,7 @@ def timed_state(torch, step, sync, windows: int, per_window: int, graph=None) ->
     graph_s = None if graph is None else statistics.median(window_times(graph.replay, sync, windows, per_window))
     return {"step_ms": step_s * 1000, "nogc_ms": nogc_s * 1000, "host_us": statistics.median(launches) * 1e6,
             "graph_ms": None if graph_s is None else graph_s * 1000,
-            "gc_objects": len(gc.get_objects()), "graph_functions": graph_functions(torch)}
+            "gc_objects": len(gc.get_objects()), "graph_functions": graph_trees.function_count()}
 
 
 def _table(runs: list[list[dict]], phases: list[str], key: str, fmt: str) -> list[str]:
@@ -240,18 +217,15 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("process_state: needs a CUDA GPU (CUDA graphs and replay timing)", file=sys.stderr)
         return 2
-    import torch._inductor.config as inductor_config
-
     import ah_plugin
-    from ah_plugin.replay_timing import replay_time_ms
+    from ah_plugin.inductor import compile_tools, graph_trees
     from torchgen_ah.evaluation.e2e_models import KNOWN_MODELS, build_model, steps_per_window, warm_up
     from torchgen_ah.evaluation.results_section import update_results_section
 
     if args.model not in KNOWN_MODELS:
         print(f"process_state: unknown model {args.model!r}; known: {', '.join(KNOWN_MODELS)}", file=sys.stderr)
         return 2
-    inductor_config.fx_graph_cache = False
-    inductor_config.autotune_local_cache = False
+    compile_tools.set_options(fx_graph_cache=False, autotune_local_cache=False)
     if args.first == "fast":
         plugin = ah_plugin.require_active_from_environment()
         if not plugin["installed"] or "mm" not in plugin["settings"].use:
@@ -282,14 +256,14 @@ def main(argv=None) -> int:
         step = lambda: compiled(*inputs)  # noqa: E731
         step()
         per_window = steps_per_window(warm_up(step, sync))
-        graph = model_graph(torch)
+        graph = graph_trees.first_graph()  # the model's
         for phase in phases:
             if phase in ("plain_compile", "off_compile"):
                 f = torch.compile(other, mode="reduce-overhead" if phase == "off_compile" else None)
                 for _ in range(3):
                     f(a, b if phase == "off_compile" else b[:, :4096])
             elif phase == "replay_aten":
-                ms = replay_time_ms(lambda: torch.mm(a, b))
+                ms = compile_tools.replay_time_ms(lambda: torch.mm(a, b))
                 print(f"replay-timed cuBLAS 64x2048x5632: {ms * 1000:.1f} us", flush=True)
             elif phase == "fast_compile":
                 with ah_plugin.enabled(use=["mm"]):
@@ -309,9 +283,7 @@ def main(argv=None) -> int:
                         a + 1
                 sync()
             elif phase == "tree_stream_add":
-                from torch._inductor import cudagraph_trees
-
-                with torch.cuda.stream(cudagraph_trees.get_manager(torch.cuda.current_device()).stream):
+                with torch.cuda.stream(graph_trees.capture_stream(create=True)):
                     for _ in range(10):
                         a + 1
                 sync()

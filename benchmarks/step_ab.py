@@ -92,14 +92,7 @@ _NEUTRAL_KEYS = ("trace.enabled", "verbose_progress", "debug_index_asserts", "co
 MAX_COPIES = len(_NEUTRAL_KEYS) + 1
 
 
-def _current(inductor_config, key: str):
-    value = inductor_config
-    for part in key.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def variant_compile_args(torch, variant: str, cuda: bool) -> dict:
+def variant_compile_args(variant: str, cuda: bool) -> dict:
     """``torch.compile``'s mode or options for ``variant`` (call under ``variant_scope``: the mode's options
     are read when ``torch.compile`` is called, the ranking when the first call lowers)."""
     if variant in ("off", "off_again"):
@@ -113,7 +106,9 @@ def variant_compile_args(torch, variant: str, cuda: bool) -> dict:
     if variant == "fast_no_l2":
         # fast mode's own options (as the plugin narrows the mode), plus a key at its default value so that
         # Dynamo does not hand this variant the graph compiled for ``fast``
-        options = dict(torch._inductor.list_mode_options("max-autotune" if cuda else "max-autotune-no-cudagraphs"))
+        from ah_plugin.inductor import compile_tools
+
+        options = dict(compile_tools.mode_options("max-autotune" if cuda else "max-autotune-no-cudagraphs"))
         options["triton.cudagraph_trees"] = True
         return {"options": options}
     return {"options": {"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN", "triton.cudagraphs": cuda}}
@@ -122,13 +117,13 @@ def variant_compile_args(torch, variant: str, cuda: bool) -> dict:
 def compile_variant(torch, model, variant: str, cuda: bool, copy: int = 0):
     """``torch.compile`` of ``model`` as ``variant`` runs it; ``copy`` > 0 compiles the same once more (its
     options spelled out plus ``copy`` neutral keys). Call it under ``variant_scope``."""
-    args = variant_compile_args(torch, variant, cuda)
+    args = variant_compile_args(variant, cuda)
     if copy:
-        import torch._inductor.config as inductor_config
+        from ah_plugin.inductor import compile_tools
 
         mode = args.get("mode")
-        options = dict(args.get("options") or (torch._inductor.list_mode_options(mode) if mode else {}))
-        options.update({key: _current(inductor_config, key) for key in _NEUTRAL_KEYS[:copy]})
+        options = dict(args.get("options") or (compile_tools.mode_options(mode) if mode else {}))
+        options.update(compile_tools.option_values(*_NEUTRAL_KEYS[:copy]))
         args = {"options": options}
     dynamic = {"dynamic": False} if variant == "off_again" else {}  # a backend unequal to off's
     return torch.compile(model, **args, **dynamic)
@@ -139,10 +134,12 @@ def labels(variants: list[str], copies: int) -> list[tuple[str, str, int]]:
     return [(v if c == 0 else f"{v}#{c + 1}", v, c) for c in range(copies) for v in variants]
 
 
-def recompiled(torch, graphs_before: int, during: str) -> bool:
+def recompiled(graphs_before: int, during: str) -> bool:
     """True (and says so) when Dynamo compiled a graph since ``graphs_before``: a variant called outside
     its plugin scope would then run code compiled without it."""
-    if torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs_before:
+    from ah_plugin.inductor import compile_tools
+
+    if compile_tools.dynamo_graph_count() == graphs_before:
         return False
     print(f"step_ab: a variant recompiled during {during} (outside its plugin scope); the step times would "
           "not be the variants'", file=sys.stderr)
@@ -236,12 +233,12 @@ def main(argv=None) -> int:
               "so the variants would not be what they are named", file=sys.stderr)
         return 2
     import torch
-    import torch._inductor.config as inductor_config
-    from torch._inductor.graph import GraphLowering
 
     import ah_plugin
+    from ah_plugin.inductor import compile_tools
+    from ah_plugin.inductor.generated_code_capture import first_call_with_code
     from torchgen_ah.evaluation.e2e_models import KNOWN_MODELS, build_model, steps_per_window, warm_up
-    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary, first_call_with_code
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary
     from torchgen_ah.evaluation.results_section import update_results_section
 
     if args.model not in KNOWN_MODELS:
@@ -249,10 +246,9 @@ def main(argv=None) -> int:
         return 2
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = device == "cuda"
-    inductor_config.fx_graph_cache = False
-    inductor_config.autotune_local_cache = False
+    compile_tools.set_options(fx_graph_cache=False, autotune_local_cache=False)
     compiles = labels(variants, args.copies)
-    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 4 * len(compiles))
+    compile_tools.allow_recompiles(4 * len(compiles))
     ah_plugin.uninstall()
     model, inputs, train = build_model(torch, args.model, device)
     if train:
@@ -276,11 +272,11 @@ def main(argv=None) -> int:
                 compiled = compile_variant(torch, model, variant, cuda, copy)
                 sync()
                 start = time.perf_counter()
-                graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-                out, codes = first_call_with_code(GraphLowering, compiled, inputs)
+                graphs = compile_tools.dynamo_graph_count()
+                out, codes = first_call_with_code(compiled, inputs)
                 sync()
                 seconds = time.perf_counter() - start
-            if not codes and torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs:
+            if not codes and compile_tools.dynamo_graph_count() == graphs:
                 print(f"step_ab: {label} reused a graph compiled before instead of compiling its own", file=sys.stderr)
                 return 1
             err = (out.float() - reference).abs().max().item() / max(reference.abs().max().item(), 1e-6)
@@ -290,19 +286,19 @@ def main(argv=None) -> int:
                     with open(os.path.join(args.code_dir, f"{args.model}_{label.replace('#', '_copy')}_{i}.code.txt"),
                               "w", encoding="utf-8") as f:
                         f.write(code)
-            graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+            graphs = compile_tools.dynamo_graph_count()
             steps[label] = lambda c=compiled: c(*inputs)
             per_step[label] = warm_up(steps[label], sync)
-            if recompiled(torch, graphs, f"{label}'s warm-up"):
+            if recompiled(graphs, f"{label}'s warm-up"):
                 return 1
             rows.append({"variant": label, "base": variant, "copy": copy + 1, "compile_seconds": seconds,
                          "max_rel_err": err, "plugin": state,
                          "code": {**code_summary(codes), "fingerprint": code_fingerprint(codes)}})
             print(json.dumps(rows[-1]), flush=True)
-        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        graphs = compile_tools.dynamo_graph_count()
         per_window = steps_per_window(min(per_step.values()))
         windows = interleaved_windows(steps, args.windows, sync, per_window)
-        if recompiled(torch, graphs, "the timed windows"):
+        if recompiled(graphs, "the timed windows"):
             return 1
     for r in rows:
         r["step_ms"] = statistics.median(windows[r["variant"]]) * 1000

@@ -79,10 +79,10 @@ def _build_gpu(name: str):
 def main() -> None:
     name, mode = sys.argv[1], sys.argv[2]
     import torch._inductor.config as inductor_config
-    from torch._inductor.graph import GraphLowering
 
     import ah_plugin
-    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary, first_call_with_code
+    from ah_plugin.inductor.generated_code_capture import first_call_with_code
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary
 
     ah_plugin.require_active_from_environment()
     inductor_config.freezing = os.environ.get("FREEZE") == "1"
@@ -94,7 +94,7 @@ def main() -> None:
     equal, codes = True, []
     with torch.no_grad():
         for args in calls:
-            out, generated = first_call_with_code(GraphLowering, compiled, args)
+            out, generated = first_call_with_code(compiled, args)
             codes += generated
             expected = model(*args)
             tolerance = 1e-4 if device == "cpu" else 3e-2 * float(expected.abs().max())  # bf16 on the GPU

@@ -453,7 +453,7 @@ RUN = PRELUDE + textwrap.dedent(
         os.write(1, (" ".join(map(str, words)) + "\\n").encode())
 
     def compile_matches_eager(m, k, n):
-        torch._dynamo.reset()
+        torch.compiler.reset()
         module = Linear(k, n).eval()
         x = torch.randn(m, k)
         with torch.no_grad():

@@ -39,7 +39,7 @@ if spec.get("policy_keep_two"):
     registry.register_policy(KeepTwo(), registry.POSITION_CACHE)
 out = {"matches": [], "aten_calls": []}
 for m, k, n in spec["shapes"]:
-    torch._dynamo.reset()
+    torch.compiler.reset()
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     f = torch.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs", dynamic=False)
@@ -176,12 +176,19 @@ def test_replay_timing_captures_on_the_cuda_graph_trees_stream():
     from torch._inductor import config as inductor_config
     from torch._inductor import cudagraph_trees
 
-    from ah_plugin import replay_timing
+    from ah_plugin.inductor import graph_trees
 
     a = torch.randn(64, 64, device="cuda")
+    streams = []  # the stream current at each call of the timed callable: warm-up and captures
+
+    def timed():
+        streams.append(torch.cuda.current_stream())
+        return a @ a
+
     with inductor_config.patch({"triton.cudagraphs": True}):
-        used = replay_timing._capture_stream(torch)
-        assert replay_timing.replay_time_ms(lambda: a @ a) > 0
+        used = graph_trees.capture_stream()
+        assert used is not None and graph_trees.replay_time_ms(timed) > 0
+    assert streams and set(streams) == {used}
     f = torch.compile(lambda x: x @ x + 1, mode="reduce-overhead")
     for _ in range(3):
         f(a)

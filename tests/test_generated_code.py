@@ -14,16 +14,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CHILD = r"""
 import hashlib, json, sys, torch
-from torch._inductor.graph import GraphLowering
-from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary, first_call_with_code
+from ah_plugin.inductor.generated_code_capture import first_call_with_code
+from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary
 
 x = torch.randn(64, 64)
 for _ in range(int(sys.argv[1])):  # graphs compiled before: later graphs get other ids in their comments
     torch.compile(lambda a: a.cos() + 1)(x)
 out = {}
 for name, fn in (("double", lambda a: (a * 2).relu().sum(1)), ("triple", lambda a: (a * 3).relu().sum(1))):
-    torch._dynamo.reset()
-    result, codes = first_call_with_code(GraphLowering, torch.compile(fn), (x,))
+    torch.compiler.reset()
+    result, codes = first_call_with_code(torch.compile(fn), (x,))
     assert torch.allclose(result, fn(x))
     out[name] = {"fingerprint": code_fingerprint(codes), "summary": code_summary(codes),
                  "raw": hashlib.sha256("".join(codes).encode()).hexdigest()}
@@ -65,7 +65,7 @@ BENCHMARK_CHILD = r"""
 import json, torch
 from torch._inductor.graph import GraphLowering
 from torch._inductor.kernel.custom_op import CustomOpConfig, register_custom_op_autotuning
-from torchgen_ah.evaluation.generated_code import first_call_with_code
+from ah_plugin.inductor.generated_code_capture import first_call_with_code
 
 @torch.library.custom_op("ahtest::doubled", mutates_args=())
 def doubled(x: torch.Tensor) -> torch.Tensor:
@@ -90,7 +90,7 @@ def recording(self, *args, **kwargs):
 GraphLowering.compile_to_module = recording
 x = torch.randn(64, 64)
 fn = lambda a: doubled(a).relu()
-out, codes = first_call_with_code(GraphLowering, torch.compile(fn, mode="max-autotune-no-cudagraphs"), (x,))
+out, codes = first_call_with_code(torch.compile(fn, mode="max-autotune-no-cudagraphs"), (x,))
 assert torch.allclose(out, fn(x))
 print("RESULT " + json.dumps({"graphs": graphs, "kept": len(codes), "relu": ["relu" in c or "max" in c for c in codes]}))
 """

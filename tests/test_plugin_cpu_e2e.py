@@ -46,7 +46,7 @@ class KeepCpp:
 
 ''' + LINEAR + r'''
 def run(m, k, n):
-    torch._dynamo.reset()
+    torch.compiler.reset()
     mod = Linear(k, n)
     x = torch.randn(m, k)
     with torch.no_grad():

@@ -22,7 +22,7 @@ COMPILE = r'''
 import json, os, sys, torch
 import torch._inductor.config as ic
 def run(m, k, n, transpose=False):
-    torch._dynamo.reset()
+    torch.compiler.reset()
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     f = torch.compile(lambda x, y: x @ y, mode="max-autotune-no-cudagraphs", dynamic=False)

@@ -57,7 +57,7 @@ SCRIPT = PRELUDE + textwrap.dedent(
         tunable.set_max_tuning_iterations(iterations)
         calls.clear()
         before = tunable.get_stats()
-        torch._dynamo.reset()
+        torch.compiler.reset()
         module = Linear(k, n).eval()
         x = torch.randn(m, k)
         with torch.no_grad():
@@ -154,7 +154,7 @@ GPU_SCRIPT = textwrap.dedent(
         tunable.set_max_tuning_duration(1)
         tunable.set_max_tuning_iterations(3)
         calls.clear()
-        torch._dynamo.reset()
+        torch.compiler.reset()
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
         y = torch.compile(lambda x, w: x @ w, mode="max-autotune-no-cudagraphs", dynamic=False)(a, b)

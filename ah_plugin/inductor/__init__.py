@@ -1,7 +1,8 @@
-"""The plugin's adapter to Inductor: the only package that imports ``torch._inductor``.
+"""The plugin's adapter to Inductor: the only package that uses ``torch._inductor`` or Dynamo's internals.
 
 The rest of ``ah_plugin`` (and ``torchgen_ah``, the benchmarks) sees plain data: policies get
-``AutotuneRequest``s, and the tools get the functions of ``compile_tools`` and ``collection``. What
+``AutotuneRequest``s, and the tools get the functions of the facades ``compile_tools``, ``graph_trees``,
+``generated_code_capture`` and ``collection`` (tests/test_adapter_boundary.py holds the rule). What
 is installed, and where each piece hooks in (docs/inductor_versions.md has the table per torch version):
 
 * ``choices.PluginChoices``, an ``InductorChoices`` subclass set as ``config.inductor_choices_class``:

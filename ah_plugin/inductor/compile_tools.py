@@ -1,15 +1,20 @@
 """Inductor settings and observations for the tools around the plugin (demo, evaluation, benchmarks,
-offline tuning), so that none of them reaches into ``torch._inductor`` itself.
+offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo's internals itself.
 
 * ``set_options(**values)``: set Inductor config entries, each only where this torch has it;
 * ``options(**values)``: the same for a ``with`` block;
+* ``option_values(*names)``: their current values (dotted names too: ``trace.enabled``);
 * ``freeze_constant_weights()``: the CPU path's switch (``freezing``): a constant weight under
   ``torch.no_grad()`` lowers as ``packed_linear``, the GEMM Inductor autotunes on the CPU;
 * ``without_compile_caches()``: every compile autotunes afresh (FX-graph, autotune and AOT caches off);
 * ``observe_autotunings(records)``: what each autotuning offered and benchmarked, through Inductor's own
   callbacks (registered after the plugin's, so the list is the pruned one), ids in the plugin's scheme;
 * ``mode_options(mode)``: the config patches of a ``torch.compile`` mode;
-* ``builtin_mm_ranking(...)``: what torch's shipped H100 AutoHeuristic artifact ranks for an input.
+* ``builtin_mm_ranking(...)``: what torch's shipped H100 AutoHeuristic artifact ranks for an input;
+* ``dynamo_graph_count()``, ``inductor_graph_count()``: graphs captured and lowered so far in the process
+  (Dynamo's counters): whether a call compiled;
+* ``allow_recompiles(count)``: Dynamo recompiles one function at least ``count`` times before it gives up;
+* ``replay_time_ms(fn)``: replay timing capturing on the CUDA-graph trees' stream (``graph_trees``).
 
 Checked on torch 2.11 and 2.13.
 """
@@ -20,12 +25,19 @@ import contextlib
 import importlib
 
 import torch
+import torch._dynamo.config as dynamo_config
+import torch._dynamo.utils as dynamo_utils
 import torch._functorch.config as functorch_config
+import torch._inductor as inductor_package
 import torch._inductor.config as inductor_config
-from torch._inductor import list_mode_options, select_algorithm
+from torch._inductor import select_algorithm
 from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, AHMetadata, mm_operations
 
+from .graph_trees import replay_time_ms  # noqa: F401 - the tools' replay timing
 from .requests import caller_ids
+
+# Inductor counts each graph it lowers under one of these (hit, miss or bypass of its FX-graph cache)
+_INDUCTOR_COMPILES = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass")
 
 
 def set_options(**values) -> dict:
@@ -37,8 +49,15 @@ def set_options(**values) -> dict:
 
 
 def option_values(*names: str) -> dict:
-    """The current value of each named Inductor config entry (None where this torch lacks it)."""
-    return {name: getattr(inductor_config, name, None) for name in names}
+    """The current value of each named Inductor config entry, ``trace.enabled`` style names included (None
+    where this torch lacks it)."""
+    def value(name: str):
+        out = inductor_config
+        for part in name.split("."):
+            out = getattr(out, part, None)
+        return out
+
+    return {name: value(name) for name in names}
 
 
 @contextlib.contextmanager
@@ -67,8 +86,26 @@ def without_compile_caches() -> None:
 
 
 def mode_options(mode: str, dynamic: bool = False) -> dict:
-    """The Inductor options ``torch.compile(mode=mode)`` applies."""
-    return list_mode_options(mode, dynamic)
+    """The Inductor options ``torch.compile(mode=mode)`` applies now: looked up as ``torch.compile`` looks it
+    up at each call, so fast and quality modes' narrowing (``patches/mode_options.py``) is included."""
+    return inductor_package.list_mode_options(mode, dynamic)
+
+
+def dynamo_graph_count() -> int:
+    """Graphs Dynamo has captured in this process (its ``unique_graphs`` counter)."""
+    return dynamo_utils.counters["stats"]["unique_graphs"]
+
+
+def inductor_graph_count() -> int:
+    """Graphs Inductor has lowered in this process (FX-graph cache hits, misses and bypasses)."""
+    return sum(dynamo_utils.counters["inductor"][name] for name in _INDUCTOR_COMPILES)
+
+
+def allow_recompiles(count: int) -> None:
+    """Let Dynamo compile one function at least ``count`` times (its recompile limit, ``cache_size_limit``
+    on torches that name it so) before it runs the function eagerly."""
+    name = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+    setattr(dynamo_config, name, max(getattr(dynamo_config, name), int(count)))
 
 
 def observe_autotunings(records: list) -> None:

@@ -139,7 +139,7 @@ def _compile_once(fn, inputs):
 
     from ah_plugin.inductor import compile_tools
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     with compile_tools.options(fx_graph_cache=False, autotune_local_cache=False, freezing=True), torch.no_grad():
         compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
         return compiled(*inputs)
@@ -187,11 +187,20 @@ def _device_for(index: int) -> str:
     return "cpu"
 
 
+def _cache_on() -> None:
+    """The cache on and first among the plugin's policies: what ``ah_plugin.tunable.enable(True)`` does, here
+    without importing the package's front, which imports this module."""
+    from .. import registry
+    from .policy import POLICY
+
+    S.api.enabled = True
+    if POLICY not in registry.registered_policies():
+        registry.register_policy(POLICY, registry.POSITION_CACHE)
+
+
 def tune_gemm_in_file(filename: str, device_index: int | None = None, position: int = 0) -> int:
     """Tune every shape of an untuned file (`op,params` lines) not yet in the results; write them."""
-    import ah_plugin.tunable as api
-
-    api.enable(True)
+    _cache_on()
     S.api.tuning = True
     if os.environ.get(S.TUNING, "").strip().lower() in ("0", "false", "no", "off"):
         F.warn(f"{S.TUNING} is off in the environment; offline tuning turns it on for this process")

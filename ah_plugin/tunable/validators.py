@@ -26,7 +26,7 @@ def _package_version(*names: str) -> str:
 def _static(ordinal: int) -> tuple[tuple[str, str], ...]:
     import torch
 
-    from ah_plugin import __version__
+    from ah_plugin.version import __version__
 
     items = [
         ("PT_VERSION", torch.__version__),

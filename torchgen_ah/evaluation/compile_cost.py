@@ -134,7 +134,7 @@ def _warm_up(torch, device: str) -> None:
     """Pay Dynamo/Inductor start-up once, outside any measurement (max-autotune off)."""
     x = torch.randn(8, 8, device=device)
     torch.compile(lambda a: (a * 2).sum())(x)
-    torch._dynamo.reset()
+    torch.compiler.reset()
 
 
 def worker(spec: dict) -> None:
@@ -147,10 +147,9 @@ def worker(spec: dict) -> None:
 
     import ah_plugin
     from ah_plugin.inductor import compile_tools  # this process only: the parent stays free of Inductor
-    from torch._inductor.graph import GraphLowering
-
-    from ah_plugin.replay_timing import ReplayTimingError, replay_time_ms
-    from torchgen_ah.evaluation.generated_code import code_fingerprint, first_call_with_code, save_modules
+    from ah_plugin.inductor.generated_code_capture import first_call_with_code
+    from ah_plugin.replay_timing import ReplayTimingError
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, save_modules
     from torchgen_ah.evaluation.result_check import checked_error
 
     ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
@@ -164,14 +163,14 @@ def worker(spec: dict) -> None:
     _warm_up(torch, device)
 
     def first_call(row, stem: str | None = None) -> dict:
-        torch._dynamo.reset()
+        torch.compiler.reset()
         fn, args = make_case(torch, row, device)
         compiled = torch.compile(fn, mode=spec["compile_mode"], dynamic=False)
         if device == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
         with torch.no_grad():
-            result, codes = first_call_with_code(GraphLowering, compiled, args)
+            result, codes = first_call_with_code(compiled, args)
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
@@ -180,7 +179,7 @@ def worker(spec: dict) -> None:
             replay_ms = None
             if device == "cuda":
                 try:
-                    replay_ms = replay_time_ms(lambda: compiled(*args))
+                    replay_ms = compile_tools.replay_time_ms(lambda: compiled(*args))
                 except ReplayTimingError as exc:
                     print(f"no replay time for {shape_label(row)}: {exc}", flush=True)
         saved = {"code_files": save_modules(codes, spec["code_base"], stem)} if stem and codes else {}

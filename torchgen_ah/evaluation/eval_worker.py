@@ -96,7 +96,7 @@ def _autotune_once(torch, row, device, space: str, log_path: str) -> float:
 
     os.environ[settings.ENV_SEARCH_SPACE] = space
     os.environ[settings.ENV_LOG_PATH] = log_path
-    torch._dynamo.reset()
+    torch.compiler.reset()
     fn, args = make_case(torch, row, device)
     compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
     start = time.perf_counter()

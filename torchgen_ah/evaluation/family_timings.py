@@ -42,7 +42,7 @@ def padded(size: int, multiple: int) -> int:
 
 
 def time_padding(torch, shapes, multiple: int) -> list[dict]:
-    from ah_plugin.replay_timing import replay_time_ms
+    from ah_plugin.inductor.compile_tools import replay_time_ms
 
     rows = []
     for m, k, n in shapes:
@@ -69,7 +69,7 @@ def time_padding(torch, shapes, multiple: int) -> list[dict]:
 
 
 def time_epilogue(torch, shapes) -> list[dict]:
-    from ah_plugin.replay_timing import replay_time_ms
+    from ah_plugin.inductor.compile_tools import replay_time_ms
 
     F = torch.nn.functional
     rows = []
@@ -84,7 +84,7 @@ def time_epilogue(torch, shapes) -> list[dict]:
         row = {"m": m, "k": k, "n": n}
         for label, options in (("cublas_unfused", None),
                                ("triton_fused", {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"})):
-            torch._dynamo.reset()
+            torch.compiler.reset()
             compiled = torch.compile(layer, options=options) if options else torch.compile(layer)
             compiled(x, w, bias)
             row[f"{label}_us"] = replay_time_ms(lambda: compiled(x, w, bias)) * 1000

@@ -1,14 +1,14 @@
-"""The code Inductor generates for a compiled call: captured on the first call, summarized, fingerprinted.
+"""The code Inductor generates for a compiled call, summarized and fingerprinted.
 
-Two processes that pick the same kernels generate the same module up to comments (source-node maps, the
-cache path of each kernel, the graph's id): the fingerprint hashes what is left, so a results-cache hit run
-can be checked for running exactly the record run's kernels without timing them, and a step-time gap can
-be traced to what was generated (``benchmarks/step_ab.py``).
+The modules are captured by the adapter (``ah_plugin.inductor.generated_code_capture``); this module reads
+them as text. Two processes that pick the same kernels generate the same module up to comments (source-node
+maps, the cache path of each kernel, the graph's id): the fingerprint hashes what is left, so a results-cache
+hit run can be checked for running exactly the record run's kernels without timing them, and a step-time gap
+can be traced to what was generated (``benchmarks/step_ab.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -20,48 +20,6 @@ _COMMENT = re.compile(r"^\s*#(?:\s.*)?$", re.M)  # "# ..." and "#"; not C++'s "#
 _TRAILING_COMMENT = re.compile(r"[ \t]+#[ \t].*$", re.M)  # "x = None  # device(...) 0x7f...": addresses
 _BLANK_RUNS = re.compile(r"\n\s*\n+")
 _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")  # "<function f at 0x7f...>" in the messages of generated asserts
-
-
-def first_call_with_code(graph_lowering, compiled, inputs) -> tuple:
-    """(output, generated modules) of ``compiled``'s first call. Inductor hands each module's source to
-    ``GraphLowering.save_output_code`` when set; its own helper for this resets Dynamo, which would drop
-    whatever was compiled before in the process. The modules of graphs compiled only to be benchmarked
-    as autotuning candidates (decompose-K's subgraphs, named ``benchmark_*``) are left out: they never run
-    in the compiled call."""
-    with capturing_code(graph_lowering) as codes:
-        out = compiled(*inputs)
-    return out, codes
-
-
-@contextlib.contextmanager
-def capturing_code(graph_lowering):
-    """Within the block, every module Inductor generates (autotuning candidates' graphs left out) is
-    appended to the list it yields: a process's whole generated code, recompiles and backward included."""
-    from unittest import mock
-
-    codes: list[str] = []
-
-    def keep(code: str) -> None:
-        if not in_benchmark_graph():
-            codes.append(code)
-
-    with mock.patch.object(graph_lowering, "save_output_code", keep):
-        yield codes
-
-
-def in_benchmark_graph() -> bool:
-    """Whether the graph Inductor is generating code for now is an autotuning candidate's (on an H200, default
-    max-autotune on 64x65536x64 generated nine decompose-K benchmark modules besides the graph's own)."""
-    try:
-        from torch._inductor.virtualized import V
-
-        name = getattr(V.graph, "name", None)
-    except Exception:  # no graph handler set: not inside a lowering
-        return False
-    return isinstance(name, str) and name.startswith(BENCHMARK_GRAPH_PREFIX)
-
-
-BENCHMARK_GRAPH_PREFIX = "benchmark_"  # SubgraphChoiceCaller's name for the graphs it compiles to time
 
 
 def code_summary(codes: list[str]) -> dict:

@@ -187,7 +187,7 @@ def worker(spec: dict) -> None:
     """In the fresh process: per shape, load every mode's modules, time them interleaved, append the lines."""
     import torch  # lazy: the parent never imports torch for this
 
-    from ah_plugin.replay_timing import replay_time_ms
+    from ah_plugin.inductor.compile_tools import replay_time_ms
 
     cuda = spec["device"] == "cuda"
     timer = replay_time_ms if cuda else cpu_time_ms

@@ -52,7 +52,8 @@ def profiled_kernels(torch, fn, steps: int) -> list[tuple[str, float]]:
 
 def profile_model(torch, name: str, steps: int) -> dict:
     """One model's row: step time, kernels by group per step, the largest kernels, weight bytes, FLOPs."""
-    from ah_plugin.replay_timing import ReplayTimingError, replay_time_ms
+    from ah_plugin.inductor.compile_tools import replay_time_ms
+    from ah_plugin.replay_timing import ReplayTimingError
     from torchgen_ah.evaluation import e2e_models, zoo_models
 
     built = zoo_models.build(torch, name, "cuda")
@@ -92,7 +93,7 @@ def worker(spec: dict) -> None:
                 row = profile_model(torch, name, spec["steps"])
             except Exception as exc:
                 row = {"model": name, "skipped": " ".join(f"{type(exc).__name__}: {exc}".split())[:300]}
-            torch._dynamo.reset()
+            torch.compiler.reset()
             torch.cuda.empty_cache()
         with open(spec["result_path"], "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")

@@ -14,22 +14,18 @@ import math
 import statistics
 import time
 
-# Inductor counts each graph it lowers under one of these (hit, miss or bypass of its FX-graph cache)
-_INDUCTOR_COMPILES = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass")
-
 
 class CompileClock:
     """Times calls, keeping the wall seconds of those that compiled: Dynamo captured a graph, Inductor lowered
-    one or generated a module during the call (a lazily compiled backward, a recompile for a new shape)."""
+    one or generated a module during the call (a lazily compiled backward, a recompile for a new shape).
+    ``compile_tools`` is the adapter's (``ah_plugin.inductor.compile_tools``), which reads those counters."""
 
-    def __init__(self, torch, codes: list, sync):
-        self._torch, self._codes, self._sync = torch, codes, sync
+    def __init__(self, compile_tools, codes: list, sync):
+        self._tools, self._codes, self._sync = compile_tools, codes, sync
         self.seconds: list[float] = []
 
     def events(self) -> tuple[int, int, int]:
-        counters = self._torch._dynamo.utils.counters
-        return (counters["stats"]["unique_graphs"], sum(counters["inductor"][k] for k in _INDUCTOR_COMPILES),
-                len(self._codes))
+        return self._tools.dynamo_graph_count(), self._tools.inductor_graph_count(), len(self._codes)
 
     def call(self, fn):
         before = self.events()
@@ -69,10 +65,9 @@ def run(spec: dict) -> None:
 
     import ah_plugin
     from ah_plugin.inductor import compile_tools  # this process only
-    from torch._inductor.graph import GraphLowering
-
+    from ah_plugin.inductor.generated_code_capture import capturing_code
     from torchgen_ah.evaluation import zoo_models
-    from torchgen_ah.evaluation.generated_code import capturing_code, code_fingerprint, code_summary
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary
 
     plugin = ah_plugin.require_active_from_environment()  # the mode's plugin settings, entry point or not
     benchmarked: list = []
@@ -85,7 +80,7 @@ def run(spec: dict) -> None:
         _append(spec["result_path"], {**row, "skipped": _one_line(exc)})
         return
     try:
-        with capturing_code(GraphLowering) as codes:
+        with capturing_code() as codes:
             measured = measure(torch, built, spec, codes)
     except Exception as exc:
         _append(spec["result_path"], {**row, "failed": _one_line(exc)})
@@ -101,6 +96,7 @@ def run(spec: dict) -> None:
 
 def measure(torch, built, spec: dict, codes: list) -> dict:
     """Compile, time and check ``built`` at each of its batch sizes (one, except for the serving pattern)."""
+    from ah_plugin.inductor import compile_tools  # this process only
     from torchgen_ah.evaluation import e2e_models
     from torchgen_ah.evaluation.result_check import checked_error
 
@@ -112,7 +108,7 @@ def measure(torch, built, spec: dict, codes: list) -> dict:
         if device == "cuda":
             torch.cuda.synchronize()
 
-    clock = CompileClock(torch, codes, sync)
+    clock = CompileClock(compile_tools, codes, sync)
     windows = spec.get("windows", e2e_models.STEP_WINDOWS)
     warm_up_s = spec.get("warm_up_seconds", e2e_models.WARMUP_SECONDS)
     batches = built.entry.batches or (built.entry.batch,)
@@ -133,7 +129,7 @@ def measure(torch, built, spec: dict, codes: list) -> dict:
     step_ms = math.exp(statistics.fmean(math.log(v) for v in steps_ms.values()))
     checked = [e for e in errors if e is not None]
     out = {"compile_seconds": sum(clock.seconds), "compile_calls": [round(s, 3) for s in clock.seconds],
-           "dynamo_graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"], "inductor_graphs": len(codes),
+           "dynamo_graphs": compile_tools.dynamo_graph_count(), "inductor_graphs": len(codes),
            "step_ms": step_ms, "steps_per_window": min(per_window), "compiled_while_timed": late,
            "result_error": max(checked) if checked else None, "unchecked": len(errors) - len(checked)}
     if built.entry.batches:

@@ -44,7 +44,8 @@ from torch._inductor.runtime import benchmarking
 from ... import registry
 from .. import contract
 from ...replay_timing import DEFAULT_REPLAYS, DEFAULT_TARGET_MS, METHOD_PER_CALL, METHOD_REPLAY, \
-    ReplayTimingError, replay_time_ms
+    ReplayTimingError
+from ..graph_trees import replay_time_ms  # captures on the CUDA-graph trees' stream
 
 
 @dataclass

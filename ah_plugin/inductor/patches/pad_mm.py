@@ -30,7 +30,8 @@ from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 from ... import registry, settings
 from .. import contract
 from ...policy import AutotuneRequest
-from ...replay_timing import METHOD_REPLAY, replay_time_ms
+from ...replay_timing import METHOD_REPLAY
+from ..graph_trees import replay_time_ms  # captures on the CUDA-graph trees' stream
 from ..padded_choice import autotuning_gemms, padded_sizes
 from ..requests import described_request, tf32_enabled
 
