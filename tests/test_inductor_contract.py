@@ -127,13 +127,17 @@ def test_the_choices_handler_composes_with_other_handlers():
     if registered:
         inductor_choices.register_inductor_choices("test_other_a", Other)
         inductor_choices.register_inductor_choices("test_other_b", Other)
+    from ah_plugin import inductor
+
+    installed_before = inductor.is_installed()  # an earlier test of this process may have switched it on
     try:
         with ah_plugin.enabled(use=["mm"]):
             assert plugin_choices.hook_owner() == "PluginChoices"
             assert "ah_plugin:" in str(torch._inductor.virtualized.V.choices.uuid())
             if registered:
                 assert torch._inductor.virtualized.V.choices.customize_fused_kernel_name("k", "") == "k_other"
-        assert plugin_choices.hook_owner() != "PluginChoices"
+        if not installed_before:
+            assert plugin_choices.hook_owner() != "PluginChoices"
     finally:
         if registered:
             inductor_choices.unregister_inductor_choices("test_other_a")
