@@ -74,7 +74,7 @@ class LoadedArtifact:
 
     def check_precondition(self, metadata: dict) -> bool:
         """``check_precondition(metadata)`` as a plain bool; ``ArtifactError`` naming the artifact."""
-        return self._call("check_precondition", lambda: bool(self.heuristic.check_precondition(dict(metadata))))
+        return self._call("check_precondition", lambda: _plain_bool(self.heuristic.check_precondition(dict(metadata))))
 
     def _call(self, method: str, fn):
         what = f"artifact {self.describe()}: {method}()"
@@ -90,6 +90,25 @@ class LoadedArtifact:
 _hung: set[str] = set()  # artifacts (paths) that gave no answer in time
 
 
+def _plain_bool(answer) -> bool:
+    """``check_precondition()``'s answer, a real ``bool``: ``"no"`` (true as a string) or ``None`` is refused,
+    never guessed at."""
+    if type(answer) is not bool:
+        raise ArtifactError(f"returned {repr(answer)[:60]} ({type(answer).__name__}), expected True or False")
+    return answer
+
+
+def _finite_score(value) -> float | None:
+    """A score as a finite float (an int too large for a float, NaN and +-inf are no scores), else None."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        score = float(value)
+    except OverflowError:
+        return None
+    return score if math.isfinite(score) else None
+
+
 def _plain_ranking(result) -> list[tuple[str, float]]:
     """``rank()``'s answer checked and copied into plain types (runs on the artifact thread: touching the
     answer's items may run artifact code)."""
@@ -98,11 +117,11 @@ def _plain_ranking(result) -> list[tuple[str, float]]:
     out = []
     for index, item in enumerate(result):
         ok = type(item) in (list, tuple) and len(item) == 2 and type(item[0]) is str
-        ok = ok and type(item[1]) in (int, float) and not math.isnan(item[1])
-        if not ok:
+        score = _finite_score(item[1]) if ok else None
+        if score is None:
             raise ArtifactError(f"returned a ranking whose entry {index} is {repr(item)[:80]}, expected "
-                                "(choice id, score): a str and a number")
-        out.append((item[0], float(item[1])))
+                                "(choice id, score): a str and a finite number")
+        out.append((item[0], score))
     return out
 
 
