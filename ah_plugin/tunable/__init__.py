@@ -155,6 +155,7 @@ def get_results() -> tuple[tuple[str, str, str, float], ...]:
     """Every result held in memory: (op, params, solution, time_ms), reading the file first if needed."""
     db = _store()
     db.ensure_loaded()
+    db.materialize()
     return tuple((e.op, e.params, e.solution, e.time_ms) for _, e in sorted(db.entries.items()))
 
 

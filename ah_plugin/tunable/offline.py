@@ -163,7 +163,7 @@ def tune_one(op: str, params_text: str, device: str) -> str | None:
         expected = reference(*inputs) if check else None
     entry_key = (op, key.encode())
     for _attempt in range(64):
-        db.entries.pop(entry_key, None)
+        db.forget(entry_key)
         out = _compile_once(fn, inputs)
         entry = db.entries.get(entry_key)
         if entry is None:
@@ -174,7 +174,7 @@ def tune_one(op: str, params_text: str, device: str) -> str | None:
         db.stats.rejected_candidates += 1
         db.excluded.setdefault(entry_key, set()).add(entry.solution)
         verbose(1, f"{op},{params_text}: {entry.solution} differs from aten beyond atol={atol} rtol={rtol}; retuning without it")
-    db.entries.pop(entry_key, None)
+    db.forget(entry_key)
     return None
 
 
@@ -199,6 +199,7 @@ def tune_gemm_in_file(filename: str, device_index: int | None = None, position: 
     device = _device_for(S.device_ordinal() if device_index is None else device_index)
     db = store()
     db.ensure_loaded()
+    db.materialize()  # every row in `entries`: the shapes already tuned are skipped
     db.exact_only = True  # a wildcard entry must not stand in for the shape being tuned
     todo = [(op, p) for op, p in F.read_untuned(filename) if (op, p) not in db.entries]
     tuned = 0
