@@ -119,7 +119,10 @@ def verdict(path: str, source: bytes) -> str | None:
             problem = found.get("problem")
             return None if problem is None else f"{problem} (the verdict of an earlier trial, kept in {kept}: " \
                                                 "delete it to try the file again)"
-    problem, lasting = run_trial(path)
+    try:
+        problem, lasting = run_trial(path)
+    except Exception as error:  # noqa: BLE001 - the trial's own failure must not break a compile
+        problem, lasting = f"cannot be tried in a separate process ({error!r}); not run in this program", False
     if trusted and lasting:
         _write_verdict(kept, {"problem": problem, "file": path, "tried": time.strftime("%Y-%m-%d %H:%M:%S")})
     return problem
@@ -154,10 +157,11 @@ def _how_it_ended(code: int) -> str:
 def run_trial(path: str) -> tuple[str | None, bool]:
     """Try ``path`` in a child process: (why it must not run here or None, whether that verdict lasts: a
     trial process that could not start says nothing about the file)."""
+    search_path = json.dumps([os.fspath(entry) for entry in sys.path if isinstance(entry, (str, os.PathLike))])
     read_end, write_end = os.pipe()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, path, json.dumps(sys.path), str(MEMORY_LIMIT_BYTES), str(write_end)],
+            [sys.executable, "-c", _CHILD, path, search_path, str(MEMORY_LIMIT_BYTES), str(write_end)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             pass_fds=(write_end,), start_new_session=True)
     except OSError as error:

@@ -510,7 +510,8 @@ FULL_DISK = textwrap.dedent(
     meta = {"name": "packed_linear", "device_capa": (0, 0), "shared_memory": 0, "device_name": "cpu",
             "numerical_features": ["in0_size_0"], "categorical_features": []}
     collector = CollectorPolicy(ops=["packed_linear"], log_path=log)
-    collector.on_timings(AutotuneRequest("packed_linear", {"in0_size_0": 1}, meta, ["a", "b"]), {"a": 1.0, "b": 2.0}, [])
+    collector.on_timings(AutotuneRequest("packed_linear", {"in0_size_0": 1}, meta, ["a", "b"]),
+                         {"a": 1.0, "b": 2.0}, [])
     store().ensure_loaded()
     def room_for_part_of_a_line(path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path) + 25, resource.RLIM_INFINITY))

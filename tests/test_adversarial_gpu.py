@@ -123,7 +123,8 @@ def run(tmp_path, name: str, cfg: dict, timeout: float = 240, **variables) -> di
     proc = subprocess.run([sys.executable, "-c", PROGRAM, json.dumps(cfg)], env=env, capture_output=True, text=True,
                           timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"{name}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0 and lines, (
+        f"{name}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}")
     result = json.loads(lines[-1][len("RESULT "):])
     result["stderr"] = proc.stderr
     return result

@@ -285,7 +285,8 @@ def _parse(path: str, data: bytes, expected: dict[str, str] | None) -> ReadResul
             continue
         if not line:
             continue
-        if lineno > plain or ('"' not in line and " " not in line and line.isprintable()):  # nothing to unquote or strip
+        # a plain line: nothing to unquote or strip
+        if lineno > plain or ('"' not in line and " " not in line and line.isprintable()):
             if line[0] == "#":
                 lines.append(Line(lineno, KEPT_LINE, text=line))
                 continue

@@ -21,6 +21,7 @@ warned about when the file is read whole (a rewrite, `get_results()`), not at st
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 
 from . import results_format as R
@@ -96,9 +97,9 @@ def _header(data: bytes) -> tuple[dict[str, str], int] | None:
     return (validators, body) if validators else None
 
 
-def open_searched(path: str, data: bytes, expected: dict[str, str], digest: str) -> SearchedFile | None:
+def open_searched(path: str, data: bytes, expected: dict[str, str]) -> SearchedFile | None:
     """A `SearchedFile` of `data` (the bytes of the results file `path`) when it is large and plain, else
-    None (then it is read whole). `digest` is the sha256 of `data`."""
+    None (then it is read whole)."""
     if len(data) < MIN_BYTES:
         return None
     header = _header(data)
@@ -113,7 +114,7 @@ def open_searched(path: str, data: bytes, expected: dict[str, str], digest: str)
         return None
     if any(pattern.search(data, body - 1) for pattern in (*_LEADING_ZERO, _NO_BIAS)):
         return None
-    searched = SearchedFile(path, data, body, digest, validators)
+    searched = SearchedFile(path, data, body, hashlib.sha256(data).hexdigest(), validators)
     return searched if searched._read_wildcards() else None
 
 

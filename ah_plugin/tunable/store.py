@@ -129,10 +129,9 @@ class ResultsStore:
                 return False
             validators = F.current_validators()
             if self.searched is None and not self.entries:  # the first file: searched when large and plain
-                digest = hashlib.sha256(data).hexdigest()
-                self.searched = results_search.open_searched(path, data, validators, digest)
+                self.searched = results_search.open_searched(path, data, validators)
                 if self.searched is not None:
-                    self.file_digests.append(digest)
+                    self.file_digests.append(self.searched.digest)
                     self._changed()
                     verbose(1, f"opened {path} ({len(data):,} bytes): searched per shape")
                     return True
