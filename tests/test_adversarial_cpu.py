@@ -1,15 +1,21 @@
 """The plugin as a hostile user and an unlucky one would use it, on the CPU path: real files, real
-processes, real kills. docs/reliability.md lists every case with what the user sees and what is kept.
+processes, real kills, a real file-size limit. docs/reliability.md lists every case with what the user
+sees and what is kept.
 
 Sections:
-1. artifacts: a child process per hostile artifact (no torch: fast) must survive and name the file;
-   files and folders others can write to are refused; a real Ctrl-C still stops the program.
+1. artifacts: a child process per hostile artifact (no torch: fast) must survive and name the file,
+   whether the thread guard contains it (exceptions, exits, waits) or its trial in a separate process
+   does (a loop inside C code, os._exit, a crash, a huge allocation); a trial runs once per file content;
+   files and folders others can write to are refused; a real Ctrl-C stops the program within a second.
 2. the results file and the log: lines kept, corrupt bytes, rejected files, stale rows, named write
-   failures (real files, in this process).
-3. settings and the trainer: bad values disable only what they govern; data with no usable row.
+   failures, a link that stays a link, a file that is not a results file, planted side-file links, a
+   full disk, a large file searched instead of read (real files, in this process or a child).
+3. settings, merge_data and the trainer: bad values (and values that only look right) disable only what
+   they govern; merge_data never writes over a log; data with no usable row.
 4. one real run (compiles, shared by the tests below it): 8 processes compiling different shapes
    against one results file and one log, one of them killed with SIGKILL in the middle of its second
-   compile; then a use-mode compile in a folder of hostile artifacts. Every compile is compared with eager.
+   compile; then one run each for the careless-user files and values; then a use-mode compile in a
+   folder of hostile artifacts. Every compile is compared with eager.
 """
 
 from __future__ import annotations
@@ -279,7 +285,7 @@ def test_artifacts_others_can_write_are_refused_like_an_ssh_key(tmp_path, fresh_
 
 
 # --------------------------------------------------------------------------------------------------
-# 2. the results file and the log (real files in this process)
+# 2. the results file and the log (real files, in this process or a child)
 
 
 @pytest.fixture
@@ -597,7 +603,7 @@ def test_a_read_only_folder_is_named(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
-# 3. settings and the trainer
+# 3. settings, merge_data and the trainer
 
 
 @pytest.fixture
@@ -721,7 +727,8 @@ def test_merge_data_never_writes_over_the_users_log(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
-# 4. one real run: 8 processes, one results file, one log, a kill -9; then hostile artifacts in use mode
+# 4. one real run: 8 processes, one results file, one log, a kill -9; careless files and values; then hostile
+#    artifacts in use mode
 
 RUN = PRELUDE + textwrap.dedent(
     """

@@ -247,8 +247,19 @@ def _gather(results_paths: list[str], num_copies: int) -> str:
     return first
 
 
+def _launcher_number(name: str, default: int, minimum: int) -> int:
+    """torchrun's RANK / WORLD_SIZE / LOCAL_RANK as an integer; ValueError naming the variable otherwise."""
+    from ah_plugin.env_values import ascii_int
+
+    text = os.environ.get(name, "")
+    value = ascii_int(text) if text else default
+    if value is None or value < minimum:
+        raise ValueError(f"{name}={text!r} is not an integer >= {minimum} (torchrun sets it)")
+    return value
+
+
 def mgpu_tune_gemm_in_file(filename_pattern: str, num_gpus: int) -> str:
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ:
+    if _launcher_number("WORLD_SIZE", 1, 1) > 1 and "RANK" in os.environ:
         return _torchrun_tune(filename_pattern)
     keys = gather_untuned(filename_pattern)
     raw = S.insert_ordinal_placeholder(S.raw_filename())
@@ -282,8 +293,8 @@ def _torchrun_tune(pattern: str) -> str:
     """One shard per rank (device LOCAL_RANK); rows gathered over torch.distributed."""
     import torch.distributed as dist
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local = int(os.environ.get("LOCAL_RANK", "0"))
+    rank, world = _launcher_number("RANK", 0, 0), _launcher_number("WORLD_SIZE", 1, 1)
+    local = _launcher_number("LOCAL_RANK", 0, 0)
     keys = gather_untuned(pattern)[rank::world]
     raw = S.insert_ordinal_placeholder(S.raw_filename())
     S.api.filename = raw.replace("%d", f"_rank{rank}")
