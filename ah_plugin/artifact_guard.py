@@ -13,8 +13,11 @@ limit:
   ``sys.argv`` is just the artifact's path (a script's argument parser never sees the user's
   arguments).
 
-Not contained (docs/use.md says so): ``os._exit``, signals it sends, reads of file descriptor 0, threads
-or processes it starts, and CPU an abandoned loop keeps using. An artifact folder is code.
+Not contained here (docs/use.md says so): a loop inside C code (it never lets the waiting thread run),
+``os._exit``, a crash, signals it sends, reads of file descriptor 0, threads or processes it starts, and
+CPU an abandoned loop keeps using. The first three are what a user's file is tried for, in a separate
+process, before it runs here (``artifact_trial``); what behaves in that trial and not here remains. An
+artifact folder is code.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ Artifacts come from two places: the directory the user names (``AH_PLUGIN_ARTIFA
 installed package ``ah_plugin.artifacts`` (from a source tree: ``<repo>/artifacts``). Every ``_*.py``
 file there that looks like an artifact (and, in the user's directory, lies where no other user can
 write: ``artifact_trust``) is executed once per process, by path, on first use; nothing else runs.
-Artifact code runs through ``artifact_guard``: whatever it raises (``SystemExit`` included) or however
-long it blocks, the user's program goes on. A file that fails (refused, a syntax error, an exception, an exit, no artifact class, a
+A user's file is first tried in a separate process, once per content (``artifact_trial``), so a loop
+inside C code, ``os._exit``, a crash or a huge allocation costs that file only. Artifact code runs
+through ``artifact_guard``: whatever it raises (``SystemExit`` included) or however long it blocks, the
+user's program goes on. A file that fails (refused, a syntax error, an exception, an exit, no artifact class, a
 missing or mistyped attribute) is skipped with one warning naming it, so one broken artifact never
 breaks a compile; ``LoadedArtifact.rank``/``check_precondition`` raise ``ArtifactError`` naming the
 artifact when a call fails or answers nonsense.
@@ -35,7 +37,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifact_guard, artifact_trust
+from . import artifact_guard, artifact_trial, artifact_trust
 from .artifact_guard import ArtifactError
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,7 @@ class LoadedArtifact:
 
     def check_precondition(self, metadata: dict) -> bool:
         """``check_precondition(metadata)`` as a plain bool; ``ArtifactError`` naming the artifact."""
-        return self._call("check_precondition", lambda: bool(self.heuristic.check_precondition(dict(metadata))))
+        return self._call("check_precondition", lambda: _plain_bool(self.heuristic.check_precondition(dict(metadata))))
 
     def _call(self, method: str, fn):
         what = f"artifact {self.describe()}: {method}()"
@@ -90,6 +92,25 @@ class LoadedArtifact:
 _hung: set[str] = set()  # artifacts (paths) that gave no answer in time
 
 
+def _plain_bool(answer) -> bool:
+    """``check_precondition()``'s answer, a real ``bool``: ``"no"`` (true as a string) or ``None`` is refused,
+    never guessed at."""
+    if type(answer) is not bool:
+        raise ArtifactError(f"returned {repr(answer)[:60]} ({type(answer).__name__}), expected True or False")
+    return answer
+
+
+def _finite_score(value) -> float | None:
+    """A score as a finite float (an int too large for a float, NaN and +-inf are no scores), else None."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        score = float(value)
+    except OverflowError:
+        return None
+    return score if math.isfinite(score) else None
+
+
 def _plain_ranking(result) -> list[tuple[str, float]]:
     """``rank()``'s answer checked and copied into plain types (runs on the artifact thread: touching the
     answer's items may run artifact code)."""
@@ -98,11 +119,11 @@ def _plain_ranking(result) -> list[tuple[str, float]]:
     out = []
     for index, item in enumerate(result):
         ok = type(item) in (list, tuple) and len(item) == 2 and type(item[0]) is str
-        ok = ok and type(item[1]) in (int, float) and not math.isnan(item[1])
-        if not ok:
+        score = _finite_score(item[1]) if ok else None
+        if score is None:
             raise ArtifactError(f"returned a ranking whose entry {index} is {repr(item)[:80]}, expected "
-                                "(choice id, score): a str and a number")
-        out.append((item[0], float(item[1])))
+                                "(choice id, score): a str and a finite number")
+        out.append((item[0], score))
     return out
 
 
@@ -205,17 +226,21 @@ def _module_name(path: str) -> str:
 
 
 def _refusal(path: str, source: str) -> str | None:
-    """Why ``path`` is not executed (a user's file in an unsafe place, not an artifact), or None. The
-    packaged artifacts are as trusted as the package's own modules, which Python runs from the same place."""
+    """Why ``path`` is not executed, or None: a user's file in an unsafe place, not an artifact, or one whose
+    trial in a separate process did not end well (``artifact_trial``). The packaged artifacts are as trusted
+    as the package's own modules, which Python runs from the same place: neither checked nor tried."""
     problem = artifact_trust.unsafe_file(path) if source == SOURCE_USER else None
     if problem:
         return problem
     try:
         with open(path, "rb") as handle:
-            source = handle.read()
+            text = handle.read()
     except OSError as error:
         return f"cannot be read ({error.strerror or error})"
-    return artifact_trust.not_an_artifact(source)
+    problem = artifact_trust.not_an_artifact(text)
+    if problem is None and source == SOURCE_USER:
+        problem = artifact_trial.verdict(path, text)
+    return problem
 
 
 def _execute(path: str, name: str) -> list:

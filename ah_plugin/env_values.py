@@ -15,6 +15,8 @@ Standard library only: ``settings`` is read by the ``torch.backends`` entry poin
 from __future__ import annotations
 
 import math
+import os
+import re
 import threading
 import warnings
 
@@ -47,40 +49,74 @@ def warn_bad(name: str, value: str, expected: str, instead: str, category=Settin
     warnings.warn(f"{name}={value!r} is not {expected}; {instead}", category, stacklevel=3)
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]+")
+_ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def ascii_int(text: str) -> int | None:
+    """``text`` (surrounding spaces allowed) as an integer written in ASCII digits, else None: Python's
+    ``int`` also reads ``'١'`` (an Arabic-Indic one) and ``'1_0'``, which no variable should mean."""
+    text = text.strip()
+    return int(text) if _ASCII_INT.fullmatch(text) else None
+
+
+def finite_number(text: str) -> float | None:
+    """``text`` as a finite number in ASCII (``1e-3``, ``0.5``), else None (``nan``, ``inf``, ``١``)."""
+    text = text.strip()
+    if not _ASCII_NUMBER.fullmatch(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
 def parse_bool(text: str) -> bool:
-    """``1/true/yes/on`` or ``0/false/no/off`` (any case), or an integer (non-zero: true)."""
+    """``1/true/yes/on`` or ``0/false/no/off`` (any case), or an ASCII integer (non-zero: true)."""
     lowered = text.strip().lower()
     if lowered in TRUE_WORDS:
         return True
     if lowered in FALSE_WORDS:
         return False
-    try:
-        return int(lowered) != 0
-    except ValueError:
-        raise BadValue("one of 1/0, true/false, yes/no, on/off") from None
+    value = ascii_int(lowered)
+    if value is None:
+        raise BadValue("one of 1/0, true/false, yes/no, on/off")
+    return value != 0
 
 
 def parse_int(text: str, minimum: int = 0, maximum: int | None = None) -> int:
-    """An integer in [minimum, maximum]."""
+    """An integer in [minimum, maximum], in ASCII digits."""
     bounds = f"[{minimum}, {maximum if maximum is not None else 'inf'}]"
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise BadValue(f"an integer in {bounds}") from None
-    if value < minimum or (maximum is not None and value > maximum):
+    value = ascii_int(text)
+    if value is None or value < minimum or (maximum is not None and value > maximum):
         raise BadValue(f"an integer in {bounds}")
+    return value
+
+
+def parse_number(text: str, minimum: float, maximum: float, low_open: bool = False) -> float:
+    """A finite number in [minimum, maximum] (``(minimum, maximum]`` when ``low_open``), in ASCII."""
+    value = finite_number(text)
+    expected = f"a number in {'(' if low_open else '['}{minimum:g}, {maximum:g}]"
+    if value is None or value < minimum or value > maximum or (low_open and value == minimum):
+        raise BadValue(expected)
     return value
 
 
 def parse_fraction(text: str) -> float:
     """A number in (0, 1]."""
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise BadValue("a number in (0, 1]") from None
-    if math.isnan(value) or not 0.0 < value <= 1.0:
-        raise BadValue("a number in (0, 1]")
-    return value
+    return parse_number(text, 0.0, 1.0, low_open=True)
+
+
+PATH_EXPECTED = "a path: not blank, no spaces around it, ~ only where it names a home folder"
+
+
+def parse_path(text: str) -> str:
+    """A file or folder name: not blank, no leading or trailing space (a shell quoting slip), and a
+    leading ``~`` expanded to the home folder (refused where it cannot be: no HOME, no such user)."""
+    if not text.strip() or text != text.strip():
+        raise BadValue(PATH_EXPECTED)
+    path = os.path.expanduser(text) if text.startswith("~") else text
+    if path.startswith("~"):
+        raise BadValue(PATH_EXPECTED + f" ({text.split(os.sep)[0]} is no home folder here)")
+    return path
 
 
 def forget_warnings() -> None:

@@ -16,6 +16,8 @@ import os
 import warnings
 from contextlib import contextmanager
 
+from . import whole_lines
+
 try:  # POSIX advisory locks; absent on Windows, where appends are unlocked.
     import fcntl
 except ImportError:  # pragma: no cover - not reached on Linux/macOS
@@ -197,13 +199,6 @@ def _read_head(fd: int, limit: int = 1 << 20) -> bytes:
     return data
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
 def _reorder(lines: list[str], ours: list[str], theirs: list[str]) -> list[str]:
     """Rewrite rows formatted in our column order into the file's column order (same columns)."""
     index = [ours.index(name) for name in theirs]
@@ -308,7 +303,8 @@ def append_rows(path, metadata: dict, lines: list[str], columns: list[str] | Non
                 payload = lines if columns == ours else _reorder(lines, ours, columns)
                 if os.pread(fd, 1, size - 1) != b"\n":  # a writer died mid-line: start afresh
                     payload = ["", *payload]
-            _write_all(fd, ("\n".join(payload) + "\n").encode("utf-8"))
+            # one write of whole lines; cut back to the last whole line when it fails part way (a full disk)
+            whole_lines.append(fd, ("\n".join(payload) + "\n").encode("utf-8"))
             return path
         finally:
             os.close(fd)  # closing releases the lock

@@ -22,7 +22,7 @@ import os
 import re
 from dataclasses import dataclass, fields, replace
 
-from .env_values import BadValue, parse_bool, parse_fraction, parse_int, warn_bad
+from .env_values import BadValue, parse_bool, parse_fraction, parse_int, parse_number, parse_path, warn_bad
 
 # Upstream variables (same meaning as torch's built-in AutoHeuristic: comma-separated op names).
 ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
@@ -258,13 +258,7 @@ def _timing(text: str):
 
 
 def _margin(text: str) -> float:
-    try:
-        value = float(text.strip())
-    except ValueError:
-        raise BadValue("a number in [0, 1]") from None
-    if not 0.0 <= value <= 1.0:
-        raise BadValue("a number in [0, 1]")
-    return value
+    return parse_number(text, 0.0, 1.0)
 
 
 NON_GEMM_VALUES = {"skip": False, "tune": True}
@@ -314,11 +308,17 @@ def _from_env(env) -> dict:
         out["collect"] = _known_ops(ENV_COLLECT, env[ENV_COLLECT])
     if env.get(ENV_USE, "").strip():
         out["use"] = _known_ops(ENV_USE, env[ENV_USE])
-    path = env.get(ENV_LOG_PATH, "").strip()
-    if path:
-        out["log_path"] = None if path == "DEFAULT" else path
-    if env.get(ENV_ARTIFACT_DIR, "").strip():
-        out["artifact_dir"] = env[ENV_ARTIFACT_DIR].strip()
+    for name, key in ((ENV_LOG_PATH, "log_path"), (ENV_ARTIFACT_DIR, "artifact_dir")):
+        text = env.get(name, "")
+        if text == "" or (name == ENV_LOG_PATH and text.strip() == "DEFAULT"):
+            if text:
+                out[key] = None
+            continue
+        try:
+            out[key] = parse_path(text)
+        except BadValue as bad:
+            unset = _api_values.get(key, getattr(Settings(), key))
+            warn_bad(name, text, bad.expected, f"ignored: {unset!r} applies (its value when unset)")
     ranking_off = []
     for name, (key, parse) in _PARSED.items():
         text = env.get(name, "").strip()
@@ -412,6 +412,11 @@ def current(environ=None) -> Settings:
     """Effective settings: defaults, then the API values, then the environment on top."""
     env = os.environ if environ is None else environ
     if env.get(ENV_DISABLE, "").strip().lower() not in _FALSE_WORDS:
+        try:
+            parse_bool(env[ENV_DISABLE])
+        except BadValue as bad:  # still off: any value but a false one asks for that
+            warn_bad(ENV_DISABLE, env[ENV_DISABLE], bad.expected, "the plugin stays off (any value but 0/false/no/off "
+                     "turns it off)")
         return Settings()
     merged = dict(_api_values)
     merged.update(_from_env(env))

@@ -14,7 +14,7 @@
 # case that cannot run on meta runs eagerly on the GPU). Each list's log resumes from RESUME_DIR: its rows
 # there (GEMMs already logged are skipped, by key; a committed .gz is decompressed) and its journal are
 # copied into $OUT first, so the returned log is the whole file: compress it over the one in datasets/h200/
-# with `python -m torchgen_ah.merge_data datasets/h200/NAME.gz NAME` and copy its journal (docs/datagen.md).
+# with `python -m torchgen_ah.merge_data --force datasets/h200/NAME.gz NAME` and copy its journal (docs/datagen.md).
 set -euo pipefail
 : "${OUT:?set OUT to the output folder}"
 MINUTES="${MINUTES:-8}"

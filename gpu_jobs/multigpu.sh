@@ -8,7 +8,7 @@
 #  5. benchmarks/multigpu_collect.py: the table (rates per GPU-minute, per-GPU ratio to one GPU, per-choice
 #     agreement with the one-GPU run on the same inputs, metadata check).
 # Runs 1-3 time the same inputs three times: merge only run 1's log into the dataset
-#   python -m torchgen_ah.merge_data datasets/h200/h200_mm.txt.gz datasets/h200/h200_mm.txt.gz one/h200_mm_one.txt
+#   python -m torchgen_ah.merge_data --force datasets/h200/h200_mm.txt.gz datasets/h200/h200_mm.txt.gz one/h200_mm_one.txt
 # and keep the other two as the agreement check. Each run has a safety time limit (RUN_MIN, default 4
 # minutes, and never more than a fair share of what is left of CALL_MIN, default 9, for the runs still to
 # come); a run it stops is marked "not finished" in the table, its rate not comparable. Few samples make the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
@@ -16,6 +17,8 @@ def pytest_configure(config):
     under test make their own). Probe once here; when every ISA the CPU's flags name passes, tell the
     processes started from here so (VEC_ISA_OK=1): they pick the same ISA without the probes. Every kernel
     is still compiled for real."""
+    if "XDG_CACHE_HOME" not in os.environ:  # artifact trial verdicts (ah_plugin.artifact_trial): this session's own
+        os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ah_tests_cache.")
     if VEC_ISA_OK in os.environ:
         return
     if (config.getoption("markexpr", "") or "").strip() == "gpu":

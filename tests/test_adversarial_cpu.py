@@ -1,15 +1,21 @@
 """The plugin as a hostile user and an unlucky one would use it, on the CPU path: real files, real
-processes, real kills. docs/reliability.md lists every case with what the user sees and what is kept.
+processes, real kills, a real file-size limit. docs/reliability.md lists every case with what the user
+sees and what is kept.
 
 Sections:
-1. artifacts: a child process per hostile artifact (no torch: fast) must survive and name the file;
-   files and folders others can write to are refused; a real Ctrl-C still stops the program.
+1. artifacts: a child process per hostile artifact (no torch: fast) must survive and name the file,
+   whether the thread guard contains it (exceptions, exits, waits) or its trial in a separate process
+   does (a loop inside C code, os._exit, a crash, a huge allocation); a trial runs once per file content;
+   files and folders others can write to are refused; a real Ctrl-C stops the program within a second.
 2. the results file and the log: lines kept, corrupt bytes, rejected files, stale rows, named write
-   failures (real files, in this process).
-3. settings and the trainer: bad values disable only what they govern; data with no usable row.
+   failures, a link that stays a link, a file that is not a results file, planted side-file links, a
+   full disk, a large file searched instead of read (real files, in this process or a child).
+3. settings, merge_data and the trainer: bad values (and values that only look right) disable only what
+   they govern; merge_data never writes over a log; data with no usable row.
 4. one real run (compiles, shared by the tests below it): 8 processes compiling different shapes
    against one results file and one log, one of them killed with SIGKILL in the middle of its second
-   compile; then a use-mode compile in a folder of hostile artifacts. Every compile is compared with eager.
+   compile; then one run each for the careless-user files and values; then a use-mode compile in a
+   folder of hostile artifacts. Every compile is compared with eager.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from ah_plugin.collector import CollectorPolicy
 from ah_plugin.policy import AutotuneRequest
 import ah_plugin.tunable as tunable
 from ah_plugin.tunable import results_file as F
+from ah_plugin.tunable import results_search
+from ah_plugin.tunable import store as store_module
 from ah_plugin.tunable import settings as TS
 from ah_plugin.tunable.store import store
 from linear_child import PRELUDE, child_env
@@ -112,7 +120,23 @@ HOSTILE = {
     "rank_returns_garbage": ("", "return [('x', 'high')]", "return True", "rank() returned a ranking whose entry 0"),
     "rank_waits_forever": ("import threading", "threading.Event().wait()", "return True",
                            "rank() gave no answer within 1 s"),
+    # what no thread can contain: found by the trial in a separate process, never run in the program
+    "c_loop_at_import": ("import itertools\nsum(itertools.repeat(1))", None, "return True",
+                         "executing it gave no answer within 1 s"),
+    "os_exit_at_import": ("import os\nos._exit(3)", None, "return True", "which exited with code 3"),
+    "crash_at_import": ("import ctypes\nctypes.string_at(0)", None, "return True", "which was killed by SIGSEGV"),
+    "huge_allocation_at_import": ("_table = b'x' * (64 << 30)", None, "return True", "raised MemoryError"),
+    "c_loop_in_rank": ("import itertools", "return sum(itertools.repeat(1))", "return True",
+                       "rank() gave no answer within 1 s"),
+    "os_exit_in_precondition": ("import os", None, "os._exit(4)", "check_precondition() ended its trial process, "
+                                "which exited with code 4"),
+    # answers that are not what they look like
+    "precondition_says_no_as_a_string": ("", None, "return 'no'", "check_precondition() returned 'no' (str), "
+                                         "expected True or False"),
+    "rank_scores_infinite": ("", f"return [({CPP!r}, float('inf')), ({MKL!r}, float('-inf'))]", "return True",
+                             "rank() returned a ranking whose entry 0 is"),
 }
+SLOW_TO_ANSWER = ("rank_waits_forever", "sleep_at_import", "c_loop_at_import", "c_loop_in_rank")
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -123,8 +147,8 @@ def test_a_hostile_artifact_never_ends_the_users_program(tmp_path, case):
     silent, keep_open = os.pipe()
     try:
         proc = subprocess.Popen([sys.executable, "-c", USER_PROGRAM, str(tmp_path), "1", "--users-own-flag"],
-                                env=child_env(), stdin=silent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                                env=child_env(XDG_CACHE_HOME=str(tmp_path / "cache")), stdin=silent,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = proc.communicate(timeout=60)
     finally:
         os.close(silent)
@@ -134,8 +158,38 @@ def test_a_hostile_artifact_never_ends_the_users_program(tmp_path, case):
     assert [k[0] for k in kept] == ["null", "null"]  # no pruning from a failed artifact: Inductor's own choices
     assert said in err and str(path) in err, err[-3000:]
     assert "--users-own-flag" not in err  # an argument parser in an artifact never sees the user's arguments
-    if case in ("rank_waits_forever", "sleep_at_import"):  # one wait of the time limit, then none
+    if case in SLOW_TO_ANSWER:  # one wait of the time limit, then none
         assert float(kept[0][1]) >= 1.0 and float(kept[1][1]) < 0.5, kept
+
+
+def test_an_artifact_is_tried_once_per_content(tmp_path):
+    """The trial's verdict is kept by the file's content: a second program runs no trial (a good file)
+    or names the kept verdict (a bad one, at once); an edited file is tried again."""
+    marker = tmp_path / "executions.txt"
+    good = write_artifact(tmp_path, "Good", prelude=SLEEPER.format(marker=str(marker), only_in_program=True)
+                          .replace("time.sleep(3600)", "pass"))
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir(mode=0o755)
+    write_artifact(bad_dir, "Looping", prelude="import itertools\nsum(itertools.repeat(1))")
+    env = child_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    def run(folder):
+        out = subprocess.run([sys.executable, "-c", USER_PROGRAM, str(folder), "1"], env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0 and "SURVIVED" in out.stdout, out.stderr[-3000:]
+        return out
+
+    for _ in range(2):
+        assert run(tmp_path).stdout.count(f'KEPT ["{CPP}"]') == 2
+    assert [line.split()[0] for line in marker.read_text().splitlines()] == ["trial", "program", "program"]
+    good.write_text(good.read_text() + "\n# edited\n")
+    run(tmp_path)
+    assert [line.split()[0] for line in marker.read_text().splitlines()][3:] == ["trial", "program"]
+
+    first, second = run(bad_dir), run(bad_dir)
+    assert "executing it gave no answer within 1 s" in first.stderr
+    assert "the verdict of an earlier trial, kept in" in second.stderr and "delete it to try" in second.stderr
+    assert float(re.findall(r"KEPT \S+ (\S+)", second.stdout)[0]) < 0.5  # no second wait
 
 
 def test_a_helper_script_in_the_artifact_folder_is_never_run(tmp_path):
@@ -150,19 +204,38 @@ def test_a_helper_script_in_the_artifact_folder_is_never_run(tmp_path):
     assert out.stdout.count(f'KEPT ["{CPP}"]') == 2, out.stdout  # the real artifact next to it still prunes
 
 
-def test_a_real_ctrl_c_still_stops_the_program(tmp_path):
-    write_artifact(tmp_path, "Sleeper", prelude="import time\nprint('IMPORTING', flush=True)\ntime.sleep(3600)")
+# At import: say where it runs (the trial process, or the program itself: it has imported the ranking),
+# then wait; `only_in_program`: pass the trial and wait in the program only.
+SLEEPER = """import os, sys, time
+_where = "program" if "ah_plugin.ranking" in sys.modules else "trial"
+open({marker!r}, "a").write(f"{{_where}} {{os.getpid()}}\\n")
+if _where == "program" or not {only_in_program}:
+    time.sleep(3600)"""
+
+
+@pytest.mark.parametrize("where", ["trial", "program"])
+def test_a_real_ctrl_c_still_stops_the_program_within_a_second(tmp_path, where):
+    """Waiting on an artifact's trial process, or on its import in the program itself (an artifact that
+    behaves in the trial and not in the program), the user's Ctrl-C ends the program at once; the trial
+    process and what it started end with it."""
+    marker = tmp_path / "started.txt"
+    write_artifact(tmp_path, "Sleeper", prelude=SLEEPER.format(marker=str(marker), only_in_program=where == "program"))
     proc = subprocess.Popen([sys.executable, "-c", USER_PROGRAM, str(tmp_path), "60"], env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "ASKING"
-    # the artifact is being imported, so the program waits on it (a fixed sleep races with a loaded machine)
-    assert proc.stdout.readline().strip() == "IMPORTING"
+    deadline = time.monotonic() + 60
+    while where not in (marker.read_text() if marker.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert where in marker.read_text()
     time.sleep(0.2)
     start = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 1.0
     assert proc.returncode != 0 and "KeyboardInterrupt" in err and "SURVIVED" not in out
+    trial_pid = int(marker.read_text().split("\n")[0].split()[1])
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(trial_pid, 0)  # the trial process did not outlive the program
 
 
 @pytest.fixture
@@ -198,11 +271,11 @@ def test_artifacts_others_can_write_are_refused_like_an_ssh_key(tmp_path, fresh_
 
     folder.chmod(0o755)
     names, said = _load_user_dir(folder)
-    assert names == ["Writable"] and counter.read_text() == "x"  # safe again: loaded
+    assert names == ["Writable"] and counter.read_text() == "xx"  # safe again: tried (once), then loaded
     if IS_ROOT:  # only root can give a file away: a file owned by another user never runs as root
         os.chown(path, 65534, -1)
         names, said = _load_user_dir(folder)
-        assert names == [] and counter.read_text() == "x"
+        assert names == [] and counter.read_text() == "xx"
         assert any(str(path) in m and "is owned by uid 65534" in m for m in said), said
         os.chown(path, 0, -1)
         os.chown(path, -1, 1)  # group "daemon"/"bin", not root's own group: group-writable is refused
@@ -212,7 +285,7 @@ def test_artifacts_others_can_write_are_refused_like_an_ssh_key(tmp_path, fresh_
 
 
 # --------------------------------------------------------------------------------------------------
-# 2. the results file and the log (real files in this process)
+# 2. the results file and the log (real files, in this process or a child)
 
 
 @pytest.fixture
@@ -349,6 +422,173 @@ def test_write_failures_name_the_path_once_and_what_is_lost(cache_file, tmp_path
         assert "lost" in said[0] and collector.stats.rows_lost == 4 and collector.stats.rows == 0
 
 
+def _tune(policy, m, winner=CPP):
+    """One tuning miss of shape m answered by the timings: the winner is recorded (and put on disk)."""
+    assert policy.select(linear_request(m)) is None
+    policy.on_timings(linear_request(m), {MKL: 0.3, CPP: 0.1} if winner == CPP else {MKL: 0.1, CPP: 0.3}, [])
+
+
+def _said(caught, *words) -> list[str]:
+    return [str(w.message) for w in caught if all(word in str(w.message) for word in words)]
+
+
+def test_a_linked_results_file_stays_a_link(cache_file, tmp_path):
+    """AH_TUNABLE_FILENAME names a link to a shared file: winners go into the shared file, through the link,
+    and the compaction writes the shared file anew, never a new file over the link. Its lock lies beside the
+    shared file, so every name of one file shares one lock."""
+    shared = tmp_path / "team" / "results.csv"
+    shared.parent.mkdir()
+    shared.write_text(validator_text() + f"packed_linear,{key_of(61)},{MKL},0.2\n")
+    cache_file.symlink_to(shared)
+    policy = tunable.policy()
+    assert policy.select(linear_request(61)) == [MKL]  # the shared file's row, read through the link
+    _tune(policy, 62)
+    assert f"packed_linear,{key_of(62)},{CPP},0.1" in shared.read_text().splitlines()  # journaled through it
+    assert store().write()  # the compaction, as at exit
+    assert cache_file.is_symlink() and os.readlink(cache_file) == str(shared)
+    assert {f"packed_linear,{key_of(61)},{MKL},0.2", f"packed_linear,{key_of(62)},{CPP},0.1"} <= set(
+        shared.read_text().splitlines())
+    assert (shared.parent / "results.csv.lock").exists() and not (tmp_path / "res0.csv.lock").exists()
+    dangling = tmp_path / "res_dangling.csv"
+    dangling.symlink_to(tmp_path / "nowhere" / "results.csv")
+    with pytest.raises(F.RefusedFile, match="is a symbolic link to .*which does not exist"):
+        F.append_entries(str(dangling), F.current_validators(), [F.Entry("packed_linear", key_of(63), MKL, 0.1)])
+    assert not (tmp_path / "nowhere").exists()
+
+
+SCRIPT = "#!/usr/bin/env python\n" + "".join(f"print('step {i}, a, b, c')\n" for i in range(45)) + "# end\n"
+
+
+def test_a_file_that_is_not_a_results_file_is_never_written(cache_file):
+    """A script given as the results file: said once, as a whole; never moved, replaced or written to;
+    the cache goes on in memory (a shape tuned in this run is a hit)."""
+    cache_file.write_text(SCRIPT)
+    cache_file.chmod(0o755)
+    policy = tunable.policy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _tune(policy, 64)
+        assert policy.select(linear_request(64)) == [CPP]  # from memory
+        assert store().write() is False
+        store_module._write_at_exit()
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and said[0].startswith(f"{cache_file}:1: not a results file"), said
+    assert "never moved, replaced or written to" in said[0] and "stay in memory" in said[0]
+    assert cache_file.read_text() == SCRIPT and stat.S_IMODE(cache_file.stat().st_mode) == 0o755
+    assert sorted(p.name for p in cache_file.parent.iterdir() if p.name.startswith("res0")) == ["res0.csv"]
+
+
+@pytest.mark.parametrize("side", [".unreadable", ".lock"])
+def test_side_files_are_never_opened_through_a_link(cache_file, tmp_path, side):
+    """A link planted at `<results>.unreadable` or `<results>.lock`: nothing is written through it; the
+    failure names it; the results file keeps every line (the corrupt one too) and the new winner."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not yours\n")
+    corrupt = b"packed_linear,NN_\xff\xfe_bad,x,1\n"
+    cache_file.write_bytes(validator_text().encode() + f"packed_linear,{key_of(65)},{MKL},0.2\n".encode() + corrupt)
+    (tmp_path / ("res0.csv" + side)).symlink_to(victim)
+    policy = tunable.policy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _tune(policy, 66)
+        store_module._write_at_exit()  # the compaction would move the corrupt line aside
+    assert victim.read_text() == "not yours\n"
+    said = _said(caught, f"res0.csv{side} is a symbolic link")
+    assert len(said) == 1 and said[0].startswith(f"{cache_file}: cannot write (RefusedFile"), said
+    data = cache_file.read_bytes()
+    assert corrupt in data
+    assert (f"packed_linear,{key_of(66)},{CPP},0.1".encode() in data) == (side == ".unreadable")  # no lock: no write
+    assert policy.select(linear_request(66)) == [CPP]  # kept in memory either way
+
+
+FULL_DISK = textwrap.dedent(
+    """
+    import os, resource, signal, sys, warnings
+    warnings.simplefilter("always")
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), as on a full disk
+    import ah_plugin.tunable as tunable
+    from ah_plugin.collector import CollectorPolicy
+    from ah_plugin.policy import AutotuneRequest
+    from ah_plugin.tunable.store import store
+    results, log = sys.argv[1], sys.argv[2]
+    tunable.enable(True)
+    tunable.set_filename(results)
+    meta = {"name": "packed_linear", "device_capa": (0, 0), "shared_memory": 0, "device_name": "cpu",
+            "numerical_features": ["in0_size_0"], "categorical_features": []}
+    collector = CollectorPolicy(ops=["packed_linear"], log_path=log)
+    collector.on_timings(AutotuneRequest("packed_linear", {"in0_size_0": 1}, meta, ["a", "b"]),
+                         {"a": 1.0, "b": 2.0}, [])
+    store().ensure_loaded()
+    def room_for_part_of_a_line(path):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path) + 25, resource.RLIM_INFINITY))
+    room_for_part_of_a_line(results)
+    store().record("packed_linear", "NN_70_8_16_ld_16_8_float32", "extern__mkl_linear_with_a_long_name", 0.25)
+    room_for_part_of_a_line(log)
+    collector.on_timings(AutotuneRequest("packed_linear", {"in0_size_0": 123456789}, meta,
+                                         ["a_long_choice_name", "b"]), {"a_long_choice_name": 1.0, "b": 2.0}, [])
+    print("ANSWERS", store().exact(("packed_linear", "NN_70_8_16_ld_16_8_float32")).solution)
+    """
+)
+
+
+def test_a_full_disk_cuts_a_write_back_to_its_last_whole_line(tmp_path):
+    """The disk fills in the middle of a line (a file-size limit, here): the results file and the log keep
+    only whole lines, each failure is named once, the winner stays in memory; the next run reads both
+    without a warning."""
+    results, log = tmp_path / "results.csv", tmp_path / "log.txt"
+    results.write_text(validator_text() + f"packed_linear,{key_of(69)},{MKL},0.2\n")
+    before = results.read_bytes()
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(results), str(log)], env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "ANSWERS extern__mkl_linear_with_a_long_name" in proc.stdout, proc.stderr[-3000:]
+    assert f"{results}: cannot write (OSError: File too large)" in proc.stderr
+    assert f"collect log {log}: cannot write (OSError: File too large)" in proc.stderr
+    assert results.read_bytes() == before  # nothing of the line that did not fit
+    log_lines = log.read_text().split("\n")
+    assert log_lines[-1] == "" and len(log_lines) == 5  # metadata, header, the first input's 2 rows: whole
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(F.read_results(str(results), F.current_validators()).entries) == 1
+    from torchgen_ah.data.ah_log import read_log
+
+    assert not read_log(str(log)).skipped
+
+
+def _large_file(path, rows: int, bad_at: int) -> str:
+    """A plain results file of `rows` rows (over results_search.MIN_BYTES), with a bad row at line
+    `bad_at`; returns the bad line."""
+    bad = f"packed_linear,{key_of(5)},{MKL},fast"
+    body = [f"packed_linear,NN_{100 + i}_8_16_ld_16_8_float32,{CPP if i % 3 else MKL},0.{i % 97 + 1}"
+            for i in range(rows)]
+    head = validator_text()
+    body.insert(bad_at - head.count("\n") - 1, bad)
+    path.write_text(head + "\n".join(body) + "\n")
+    return bad
+
+
+def test_a_large_file_costs_a_search_per_shape_not_a_read(cache_file):
+    """A results file of 60,000 rows (5 MB): a hit and a new winner read neither the whole file nor
+    rewrite it (a bad row deep inside is not even seen); the winner is one more line at the end. Reading
+    the file whole (here `get_results()`) finds and names the bad row."""
+    bad = _large_file(cache_file, 60_000, bad_at=40_000)
+    assert cache_file.stat().st_size > results_search.MIN_BYTES
+    before = cache_file.read_bytes()
+    policy = tunable.policy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning at all: the bad row is never read
+        assert policy.select(linear_request(100 + 59_999)) == [MKL if 59_999 % 3 == 0 else CPP]
+        assert store().searched is not None
+        _tune(policy, 7)
+        store_module._write_at_exit()  # nothing to compact: every winner is on disk
+    after = cache_file.read_bytes()
+    assert after.startswith(before) and after[len(before):] == f"packed_linear,{key_of(7)},{CPP},0.1\n".encode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = tunable.get_results()
+    assert len(results) == 60_001
+    assert _said(caught, f"{cache_file}:40000: time_ms 'fast' is not a number") and bad in cache_file.read_text()
+
+
 @pytest.mark.skipif(IS_ROOT or not hasattr(os, "geteuid"), reason="root writes into read-only folders")
 def test_a_read_only_folder_is_named(tmp_path):
     folder = tmp_path / "ro"
@@ -363,7 +603,7 @@ def test_a_read_only_folder_is_named(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
-# 3. settings and the trainer
+# 3. settings, merge_data and the trainer
 
 
 @pytest.fixture
@@ -431,8 +671,64 @@ def test_merge_data_with_no_usable_row_writes_nothing(tmp_path):
     assert proc.stderr.strip().splitlines()[-1].startswith(f"merge_data: error: {data}: no usable row")
 
 
+
+STRICT = [
+    # (variable, value, what the warning must say, the getter, the value it must give: the unset one)
+    (TS.NUMERICAL_CHECK, "nan_nan", "two finite numbers >= 0", TS.numerical_check, TS.api.numerical_check),
+    (TS.NUMERICAL_CHECK, "-1_-1", "two finite numbers >= 0", TS.numerical_check, TS.api.numerical_check),
+    (TS.NUMERICAL_CHECK, "inf_inf", "two finite numbers >= 0", TS.numerical_check, TS.api.numerical_check),
+    (TS.ENABLED, "\u0661", "one of 1/0", TS.is_enabled, False),  # an Arabic-Indic one: int() would read 1
+    (TS.MAX_TUNING_ITERATIONS, "1_000", "an integer in [0, inf]", TS.max_tuning_iterations, 100),
+    (TS.FILENAME, "   ", "a path: not blank", TS.raw_filename, TS.DEFAULT_FILENAME),
+    (TS.FILENAME, "~nobody_here/x.csv", "is no home folder here", TS.raw_filename, TS.DEFAULT_FILENAME),
+    (TS.VERBOSE_FILENAME, " log.txt", "no spaces around it", TS.verbose_filename, "err"),
+    (settings.ENV_TOP_K, "\u0663", "'fast', 'quality', an integer >= 1", lambda: settings.current().ranking_off,
+     (settings.ENV_TOP_K,)),
+    (settings.ENV_ATEN_MARGIN, "nan", "a number in [0, 1]", lambda: settings.current().aten_margin, 0.02),
+    (settings.ENV_ARTIFACT_DIR, "  ", "a path: not blank", lambda: settings.current().artifact_dir, None),
+]
+
+
+@pytest.mark.parametrize("name,value,said,getter,unset", STRICT, ids=[f"{row[0]}={row[1]!r}" for row in STRICT])
+def test_a_value_that_only_looks_right_is_refused_and_named(monkeypatch, tunable_env, fresh_warnings, name, value,
+                                                            said, getter, unset):
+    monkeypatch.setenv(name, value)
+    with pytest.warns(env_values.SettingsWarning) as record:
+        assert getter() == unset
+    (message,) = [str(w.message) for w in record]
+    assert message.startswith(f"{name}={value!r} is not ") and said in message, message
+
+
+def test_a_home_folder_in_a_path_is_expanded(monkeypatch, tunable_env, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(TS.FILENAME, "~/tuned/results%d.csv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tunable.get_filename() == str(tmp_path / "tuned" / "results0.csv")  # not a folder named ~
+    with pytest.raises(ValueError, match="filename='   '"):
+        tunable.set_filename("   ")
+    with pytest.raises(ValueError, match="atol=nan"):
+        tunable.set_numerical_check_tolerances(True, float("nan"), 1e-3)
+
+
+def test_merge_data_never_writes_over_the_users_log(tmp_path):
+    """`merge_data mm_data.txt mm_data2.txt`, typed for "merge these two": the first is the output, and it
+    exists, so nothing is written; the message says what to type instead."""
+    first, second = tmp_path / "mm_data.txt", tmp_path / "mm_data2.txt"
+    _write_log(first, "0.5")
+    _write_log(second, "0.25")
+    before = first.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.merge_data", str(first), str(second)], env=child_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and first.read_bytes() == before
+    (last,) = proc.stderr.strip().splitlines()[-1:]
+    assert last.startswith(f"merge_data: error: {first}: exists; merge_data writes a new file and never replaces one")
+    assert f"merge_data MERGED.txt {first} {second}" in last and f"merge_data --force {first} {second}" in last
+
+
 # --------------------------------------------------------------------------------------------------
-# 4. one real run: 8 processes, one results file, one log, a kill -9; then hostile artifacts in use mode
+# 4. one real run: 8 processes, one results file, one log, a kill -9; careless files and values; then hostile
+#    artifacts in use mode
 
 RUN = PRELUDE + textwrap.dedent(
     """
@@ -497,9 +793,21 @@ RUN = PRELUDE + textwrap.dedent(
     statuses = {name: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for name, pid in children.items()}
     say("STATUSES", json.dumps(statuses))
 
+    # the results file as a careless user gives it (a link to a shared file, a script, a corrupt line with a
+    # link planted beside it) and values that only look right: each compile a run of its own
+    from ah_plugin.tunable import store as store_module
+    for name, m, variables in cfg["file_cases"]:
+        store_module.store().clear()
+        os.environ.update(variables)
+        say("FILES", name, compile_matches_eager(m, 16, 8))
+        store_module._write_at_exit()  # the end of that run
+        for variable in variables:
+            os.environ.pop(variable)
+        sys.stdout.flush(); sys.stderr.flush()
+
     # use mode in a folder of hostile artifacts (the cache and collection off: the ranking is asked)
     from ah_plugin import artifact_guard
-    artifact_guard.CALL_TIMEOUT_S = 5.0
+    artifact_guard.CALL_TIMEOUT_S = artifact_guard.IMPORT_TIMEOUT_S = 5.0
     os.environ["AH_TUNABLE_ENABLED"] = "0"
     os.environ.pop("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT")
     ah_plugin.install(use=["packed_linear"], artifact_dir=cfg["artifacts"], top_k=1, min_choices=1, keep_aten=False)
@@ -522,6 +830,21 @@ SEED_LINES = [
 ]
 
 
+def _careless_files(base) -> dict:
+    """The files of the careless-user cases: a link to a shared results file, a script, a results file with
+    a corrupt line and a link planted where that line would be moved, and the file the link points to."""
+    shared = base / "team" / "shared.csv"
+    shared.parent.mkdir()
+    shared.write_text(validator_text())
+    (base / "link.csv").symlink_to(shared)
+    (base / "script.csv").write_text(SCRIPT)
+    (base / "planted.csv").write_bytes(validator_text().encode() + b"packed_linear,NN_\xff_bad,x,1\n")
+    (base / "victim.txt").write_text("not yours\n")
+    (base / "planted.csv.unreadable").symlink_to(base / "victim.txt")
+    return {"link": base / "link.csv", "shared": shared, "script": base / "script.csv",
+            "planted": base / "planted.csv", "victim": base / "victim.txt"}
+
+
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):
     """Runs RUN once; kills the victim when it blocks. Returns (lines, stderr, paths)."""
@@ -532,13 +855,24 @@ def real_run(tmp_path_factory):
     write_artifact(arts, "ExitsAtImport", prelude="import sys\nsys.exit(7)")
     (arts / "_report_helper.py").write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
     write_artifact(arts, "WorldWritable").chmod(0o666)
+    write_artifact(arts, "LoopsInC", prelude="import itertools\nsum(itertools.repeat(1))")  # contained by its trial
+    write_artifact(arts, "ExitsHard", prelude="import os\nos._exit(3)")
     paths = {"results": base / "results.csv", "log": base / "log.txt", "artifacts": arts}
+    paths.update(_careless_files(base))
+    file_cases = [
+        ["link", 50, {"AH_TUNABLE_FILENAME": str(paths["link"])}],
+        ["script", 51, {"AH_TUNABLE_FILENAME": str(paths["script"])}],
+        ["planted", 52, {"AH_TUNABLE_FILENAME": str(paths["planted"])}],
+        ["values", 53, {"AH_TUNABLE_FILENAME": str(base / "values.csv"), "AH_TUNABLE_NUMERICAL_CHECK": "nan_nan",
+                        "AH_TUNABLE_MAX_TUNING_DURATION_MS": "\u0661", "AH_TUNABLE_VERBOSE": "\u0662"}],
+    ]
     cfg = {"results": str(paths["results"]), "warm": WARM, "children": CHILDREN, "block_at": BLOCK_AT,
-           "seed_lines": SEED_LINES, "artifacts": str(arts)}
+           "seed_lines": SEED_LINES, "artifacts": str(arts), "file_cases": file_cases}
     env = child_env(
         AH_TUNABLE_ENABLED="1", AH_TUNABLE_FILENAME=str(paths["results"]), AH_TUNABLE_MAX_TUNING_DURATION_MS="1",
         TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="packed_linear", TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH=str(paths["log"]),
-        TORCHINDUCTOR_CACHE_DIR=str(base / "inductor"), TORCHINDUCTOR_COMPILE_THREADS="1", OMP_NUM_THREADS="1")
+        TORCHINDUCTOR_CACHE_DIR=str(base / "inductor"), TORCHINDUCTOR_COMPILE_THREADS="1", OMP_NUM_THREADS="1",
+        XDG_CACHE_HOME=str(base / "cache"))
     err_path = base / "stderr.txt"
     with open(err_path, "w") as err:
         proc = subprocess.Popen([sys.executable, "-c", RUN, json.dumps(cfg)], env=env, stdout=subprocess.PIPE,
@@ -602,3 +936,25 @@ def test_hostile_artifacts_cost_their_pruning_not_the_compile(real_run):
     assert f"{arts}/_ExitsAtImport.py: executing it raised SystemExit(7)" in err
     assert f"{arts}/_report_helper.py: defines no artifact class" in err and "usage:" not in err
     assert f"{arts}/_WorldWritable.py is writable by every user" in err
+    assert f"{arts}/_LoopsInC.py: executing it gave no answer within 5 s" in err
+    assert f"{arts}/_ExitsHard.py: executing it ended its trial process, which exited with code 3" in err
+
+
+@pytest.mark.slow
+def test_careless_results_files_and_values_cost_nothing_of_the_users(real_run):
+    """Each compile matches eager; the link stays a link and the shared file gets the winner; the script is
+    left byte for byte, said once; the planted link is not followed (the corrupt line stays); values that
+    only look right are named and ignored."""
+    lines, err, paths = real_run
+    assert [w[1:] for w in lines if w[0] == "FILES"] == [["link", "True"], ["script", "True"], ["planted", "True"],
+                                                          ["values", "True"]]
+    assert paths["link"].is_symlink() and os.readlink(paths["link"]) == str(paths["shared"])
+    assert any(line.startswith(f"packed_linear,{key_of(50)},") for line in paths["shared"].read_text().splitlines())
+    assert paths["script"].read_text() == SCRIPT and err.count(f"{paths['script']}:1: not a results file") == 1
+    assert paths["victim"].read_text() == "not yours\n"
+    assert f"{paths['planted']}.unreadable is a symbolic link" in err
+    planted = paths["planted"].read_bytes()
+    assert b"NN_\xff_bad" in planted and f"packed_linear,{key_of(52)},".encode() in planted
+    for named in ("AH_TUNABLE_NUMERICAL_CHECK='nan_nan'", "AH_TUNABLE_MAX_TUNING_DURATION_MS='\u0661'",
+                  "AH_TUNABLE_VERBOSE='\u0662'"):
+        assert named in err

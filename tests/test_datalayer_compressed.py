@@ -64,7 +64,10 @@ def test_merge_grows_a_compressed_file_in_place(plain, tmp_path):
     new.write_text("".join(head + rows[1000:]))
     data = tmp_path / "data_mm.txt.gz"
     assert _merge(str(data), str(old)).returncode == 0
-    done = _merge(str(data), str(data), str(new))  # the output is also the first input
+    refused = _merge(str(data), str(data), str(new))  # an existing output: replaced only when told to
+    assert refused.returncode == 2 and f"{data}: is one of the inputs" in refused.stderr
+    assert f"merge_data --force {data} {data} {new}" in refused.stderr
+    done = _merge("--force", str(data), str(data), str(new))  # the output is also the first input
     assert done.returncode == 0, done.stderr
     assert f"wrote {data}: {len(rows):,} rows" in done.stdout
     assert gzip.decompress(data.read_bytes()).decode() == plain.read_text()
@@ -109,13 +112,13 @@ def test_merge_refuses_the_same_measurements_twice(plain, tmp_path):
     resumed.write_text("".join(lines))  # the old rows, then the new ones
     assert _merge(str(data), str(old)).returncode == 0
     before = data.read_bytes()
-    done = _merge(str(data), str(data), str(resumed))
+    done = _merge("--force", str(data), str(data), str(resumed))
     assert done.returncode == 2, done.stdout
     assert f"{resumed}: 1,000 row(s) are already in {data} (first: line 3)" in done.stderr
     twice = _merge(str(tmp_path / "x.txt"), str(old), str(old))
     assert twice.returncode == 2 and "listed twice" in twice.stderr
     assert data.read_bytes() == before and not (tmp_path / "x.txt").exists()
-    assert _merge(str(data), str(resumed)).returncode == 0  # the resumed run's file alone is the whole log
+    assert _merge("--force", str(data), str(resumed)).returncode == 0  # the resumed run's file alone: the whole log
     assert gzip.decompress(data.read_bytes()).decode() == plain.read_text()
 
 

@@ -291,3 +291,101 @@ def test_unwritable_or_unreadable_paths_warn_and_keep_the_cache_working(tmp_path
     with pytest.warns(F.TunableFileWarning, match="cannot open the verbose log"):
         assert policy.select(mm_request(m=64)) == [TRITON_A]
     assert policy.select(mm_request(m=64)) == [TRITON_A]
+
+
+# ----------------------------------------------------------------------------- reading fast, searching large files
+
+
+def _params_corpus() -> list[tuple[str, str]]:
+    """(op, params) pairs a hand-edited or older file may hold: canonical ones and every way of not being so."""
+    sizes = ["64", "0", "064", "*", "\u0664", "1_0"]
+    lds = ["64", "064", "64x1", "*", "0x1x2"]
+    biases = ["", "_bias-R", "_bias-C", "_bias-N64", "_bias-T064", "_bias-G1x0", "_bias-R-b0", "_bias-N*-b*",
+              "_bias-X"]
+    out = []
+    for op in sorted(P.KNOWN_OPS):
+        for i, (m, ld, bias) in enumerate((m, ld, bias) for m in sizes for ld in lds for bias in biases):
+            batch = ("B4_", "B04_", "")[i % 3]
+            tail = ("_float16", "_float32_tf32", "_bfloat16xfloat16", "_Float16")[i % 4]
+            out.append((op, f"{batch}{'NTG'[i % 3]}{'NTG'[i // 3 % 3]}_{m}_48_32_ld_{ld}_32{tail}{bias}"))
+            out.append((op, f" {out[-1][1]} "))
+    return out
+
+
+def test_the_fast_params_check_agrees_with_the_parser():
+    """The regular expression that spares a parse accepts exactly what `parse_for` writes back unchanged:
+    for every other string the parser decides (and says what is wrong)."""
+    checked = 0
+    for op, text in _params_corpus():
+        try:
+            expected = P.parse_for(op, text).encode()
+        except P.ParamsError:
+            expected = None
+        try:
+            got = F.canonical_params(op, text)
+        except P.ParamsError:
+            got = None
+        assert got == expected, (op, text)
+        checked += expected == text
+    assert checked > 100  # the fast path was taken, many times
+
+
+def _searched_and_whole(tmp_path, monkeypatch, text: str, keys) -> tuple:
+    """The store's answers for `keys` with the file searched, then read whole (warnings recorded)."""
+    from ah_plugin.tunable import results_search
+
+    path = tmp_path / "results0.csv"
+    path.write_text(text)
+    answers = []
+    for min_bytes in (0, 1 << 40):
+        monkeypatch.setattr(results_search, "MIN_BYTES", min_bytes)
+        store().clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            store().ensure_loaded()
+            found = [store().lookup(op, P.parse(params)) for op, params in keys]
+        answers.append((store().searched is not None, found, sorted(messages(caught))))
+    return answers
+
+
+def test_a_searched_file_answers_as_a_whole_read(tmp_path, monkeypatch):
+    """A large plain file answered by search gives the same entries (same lines), wildcard answers and
+    warnings, for the keys looked up, as the file read whole."""
+    rows = [
+        f"mm,NT_64_48_32_ld_32_32_float16,{TRITON_A},0.5",
+        f"mm,NT_64_48_32_ld_32_32_float16,{TRITON_B},0.25",  # the same key again, faster: kept, said
+        "mm,NT_65_48_32_ld_32_32_float16,extern_mm,0.3,extra",  # a bad row of a looked-up key
+        "mm,NT_65_48_32_ld_32_32_float16,extern_mm,0.4",
+        f"mm,NT_*_48_32_ld_32_32_float16,{TRITON_A},0",  # a wildcard row
+        f"addmm,NN_64_48_32_ld_32_48_float16_bias-R,{TRITON_B},0.1",
+        f"baddbmm,B4_NN_64_48_32_ld_32_48_float16_bias-N48-b3072,{TRITON_A},0.2",
+        "mm,NT_66_48_32_ld_32_32_float16,extern_mm,0.1",
+        "mm,NT_66_48_32_ld_32_32_float16,extern_mm,0.05",  # same solution, faster: kept, not said
+    ]
+    keys = [("mm", "NT_64_48_32_ld_32_32_float16"), ("mm", "NT_65_48_32_ld_32_32_float16"),
+            ("mm", "NT_66_48_32_ld_32_32_float16"), ("mm", "NT_999_48_32_ld_32_32_float16"),
+            ("mm", "NT_7_49_32_ld_32_32_float16"), ("addmm", "NN_64_48_32_ld_32_48_float16_bias-R"),
+            ("baddbmm", "B4_NN_64_48_32_ld_32_48_float16_bias-N48-b3072")]
+    searched, whole = _searched_and_whole(tmp_path, monkeypatch, validator_lines() + "\n".join(rows) + "\n", keys)
+    assert searched[0] and not whole[0]
+    assert searched[1] == whole[1]
+    assert [entry.solution if entry else None for entry, _ in whole[1]] == [
+        TRITON_B, "extern_mm", "extern_mm", TRITON_A, None, TRITON_B, TRITON_A]
+    # the same words about the looked-up keys' rows (the duplicate, the extra field); the whole read says them too
+    assert set(searched[2]) <= set(whole[2]) and len(searched[2]) == 2
+
+
+@pytest.mark.parametrize("line", [
+    "mm,NT_64_48_32_ld_32_32_float16, extern_mm,0.5",  # a space
+    "# a comment",
+    "mm,NT_064_48_32_ld_32_32_float16,extern_mm,0.5",  # a leading zero
+    "addmm,NN_64_48_32_ld_32_48_float16,extern_mm,0.5",  # an addmm row written before the bias was recorded
+    'mm,"NT_64_48_32_ld_32_32_float16",extern_mm,0.5',  # quotes
+    "Validator,PT_VERSION,1.0",  # a validator after the rows
+])
+def test_a_file_that_is_not_plain_is_read_whole(tmp_path, monkeypatch, line):
+    """Where a row's text may differ from its key (or a later line changes the file's meaning), searching
+    could miss it: such a file is read whole, whatever its size."""
+    text = validator_lines() + f"mm,NT_63_48_32_ld_32_32_float16,extern_mm,0.5\n{line}\n"
+    searched, whole = _searched_and_whole(tmp_path, monkeypatch, text, [("mm", "NT_64_48_32_ld_32_32_float16")])
+    assert not searched[0] and searched[1] == whole[1]

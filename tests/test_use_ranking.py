@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 import time
 import warnings
@@ -372,14 +373,16 @@ def test_broken_artifacts_are_skipped_with_one_warning_each(tmp_path):
 
 
 def test_files_are_executed_once_per_process(tmp_path):
+    """Once in this process (and once in its trial process, before: artifact_trial)."""
     counter = tmp_path / "count.txt"
     path = write_artifact(tmp_path, "_MMRankingTest.py")
-    path.write_text(f"open({str(counter)!r}, 'a').write('x')\n" + path.read_text())
+    path.write_text(f"import os\nopen({str(counter)!r}, 'a').write(f'{{os.getpid()}}\\n')\n" + path.read_text())
     p1, p2 = policy(tmp_path), policy(tmp_path)
     for _ in range(3):
         p1.select(request())
         p2.select(request())
-    assert counter.read_text() == "x"
+    pids = counter.read_text().split()
+    assert pids.count(str(os.getpid())) == 1 and len(pids) == 2
 
 
 def test_device_specific_beats_generic_and_user_beats_package(tmp_path):

@@ -120,9 +120,20 @@ def get_max_tuning_iterations() -> int:
     return _S.max_tuning_iterations()
 
 
+def _path(name: str, value) -> str:
+    """A file name argument checked as the variables' are (``env_values.parse_path``); ValueError names it."""
+    from ah_plugin.env_values import BadValue, parse_path
+
+    try:
+        return parse_path(value if isinstance(value, str) else str(value))
+    except BadValue as bad:
+        raise ValueError(f"{name}={value!r}: expected {bad.expected}") from None
+
+
 def set_filename(filename: str, insert_device_ordinal: bool = False) -> None:
     """Results file. `%d` in the name is the device ordinal; `insert_device_ordinal` puts it before
     the extension (`results.csv` -> `results0.csv`) for one-process-per-GPU runs."""
+    filename = _path("filename", filename)
     _S.api.filename = _S.insert_ordinal_placeholder(filename) if insert_device_ordinal else filename
 
 
@@ -132,6 +143,7 @@ def get_filename() -> str:
 
 
 def set_untuned_filename(filename: str, insert_device_ordinal: bool = False) -> None:
+    filename = _path("filename", filename)
     _S.api.untuned_filename = _S.insert_ordinal_placeholder(filename) if insert_device_ordinal else filename
 
 
@@ -143,6 +155,7 @@ def get_results() -> tuple[tuple[str, str, str, float], ...]:
     """Every result held in memory: (op, params, solution, time_ms), reading the file first if needed."""
     db = _store()
     db.ensure_loaded()
+    db.materialize()
     return tuple((e.op, e.params, e.solution, e.time_ms) for _, e in sorted(db.entries.items()))
 
 
@@ -171,6 +184,9 @@ def write_file_on_exit(val: bool) -> None:
 
 def set_numerical_check_tolerances(enable: bool, atol: float = 1e-5, rtol: float = 1e-5) -> None:
     """A candidate whose output differs from aten's beyond atol/rtol is never chosen or recorded."""
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if isinstance(value, bool) or _S.tolerance(value) is None:
+            raise ValueError(f"{name}={value!r}: expected a finite number >= 0")
     _S.api.numerical_check = (bool(enable), float(atol), float(rtol))
 
 
@@ -187,6 +203,8 @@ def set_verbose(level: int, filename: str | None = None) -> None:
     """0 silent (warnings only), 1 file reads/writes and a summary, 2 every hit/miss, 3 timings."""
     if not 0 <= int(level) <= 3:
         raise ValueError(f"level={level!r}: expected 0, 1, 2 or 3")
+    if filename is not None:
+        filename = _path("filename", filename)
     _S.api.verbose = int(level)
     if filename is not None:
         _S.api.verbose_filename = filename

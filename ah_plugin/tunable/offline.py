@@ -163,7 +163,7 @@ def tune_one(op: str, params_text: str, device: str) -> str | None:
         expected = reference(*inputs) if check else None
     entry_key = (op, key.encode())
     for _attempt in range(64):
-        db.entries.pop(entry_key, None)
+        db.forget(entry_key)
         out = _compile_once(fn, inputs)
         entry = db.entries.get(entry_key)
         if entry is None:
@@ -174,7 +174,7 @@ def tune_one(op: str, params_text: str, device: str) -> str | None:
         db.stats.rejected_candidates += 1
         db.excluded.setdefault(entry_key, set()).add(entry.solution)
         verbose(1, f"{op},{params_text}: {entry.solution} differs from aten beyond atol={atol} rtol={rtol}; retuning without it")
-    db.entries.pop(entry_key, None)
+    db.forget(entry_key)
     return None
 
 
@@ -208,6 +208,7 @@ def tune_gemm_in_file(filename: str, device_index: int | None = None, position: 
     device = _device_for(S.device_ordinal() if device_index is None else device_index)
     db = store()
     db.ensure_loaded()
+    db.materialize()  # every row in `entries`: the shapes already tuned are skipped
     db.exact_only = True  # a wildcard entry must not stand in for the shape being tuned
     todo = [(op, p) for op, p in F.read_untuned(filename) if (op, p) not in db.entries]
     tuned = 0
@@ -255,8 +256,19 @@ def _gather(results_paths: list[str], num_copies: int) -> str:
     return first
 
 
+def _launcher_number(name: str, default: int, minimum: int) -> int:
+    """torchrun's RANK / WORLD_SIZE / LOCAL_RANK as an integer; ValueError naming the variable otherwise."""
+    from ah_plugin.env_values import ascii_int
+
+    text = os.environ.get(name, "")
+    value = ascii_int(text) if text else default
+    if value is None or value < minimum:
+        raise ValueError(f"{name}={text!r} is not an integer >= {minimum} (torchrun sets it)")
+    return value
+
+
 def mgpu_tune_gemm_in_file(filename_pattern: str, num_gpus: int) -> str:
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ:
+    if _launcher_number("WORLD_SIZE", 1, 1) > 1 and "RANK" in os.environ:
         return _torchrun_tune(filename_pattern)
     keys = gather_untuned(filename_pattern)
     raw = S.insert_ordinal_placeholder(S.raw_filename())
@@ -290,8 +302,8 @@ def _torchrun_tune(pattern: str) -> str:
     """One shard per rank (device LOCAL_RANK); rows gathered over torch.distributed."""
     import torch.distributed as dist
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local = int(os.environ.get("LOCAL_RANK", "0"))
+    rank, world = _launcher_number("RANK", 0, 0), _launcher_number("WORLD_SIZE", 1, 1)
+    local = _launcher_number("LOCAL_RANK", 0, 0)
     keys = gather_untuned(pattern)[rank::world]
     raw = S.insert_ordinal_placeholder(S.raw_filename())
     S.api.filename = raw.replace("%d", f"_rank{rank}")

@@ -14,6 +14,14 @@ lost to a rewrite.
 - A row that replaces another (a re-tuned winner for a row whose solution no longer exists, however
   small its time) takes the old row's place instead of competing with it on time.
 
+User files are never replaced: a results file that is a symbolic link is written through it (the lock,
+the temporary file and the side files lie beside the file it points to, so the link stays a link and
+every name of one file shares one lock); a file that is not a results file is refused (`RefusedFile`),
+never moved or written; side files (`.unreadable`, `.rejected`, `.lock`) are never opened through a
+link. A write that fails part way is cut back to the last whole line (`ah_plugin.whole_lines`).
+
+Cost: an append reads the file's first lines only (its validators), whatever its size.
+
 Reading and the format are in `results_format` (re-exported here).
 """
 
@@ -26,6 +34,8 @@ import secrets
 import warnings
 from contextlib import contextmanager
 
+from ah_plugin import whole_lines
+
 from .results_format import (  # noqa: F401 - the file's API, one import for callers
     DEFAULT_SOLUTION,
     NO_PAD,
@@ -34,17 +44,51 @@ from .results_format import (  # noqa: F401 - the file's API, one import for cal
     Entry,
     ReadResult,
     TunableFileWarning,
+    canonical_params,
     current_validators,
     format_lines,
     format_results,
     merge,
+    parse_results,
+    read_bytes,
     read_results,
     read_untuned,
+    untuned_file,
     warn,
 )
 
 REJECTED_SUFFIX = ".rejected"
 UNREADABLE_SUFFIX = ".unreadable"
+LOCK_SUFFIX = ".lock"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_HEAD_BYTES = 1 << 16  # where an append looks for the validator lines
+
+
+class RefusedFile(OSError):
+    """A file the cache will not write: not a results file, a side file that is a link, a dangling link.
+    The message names it and says why."""
+
+
+def real_path(path: str) -> str:
+    """Where writes to ``path`` go: ``path``, or the file a symbolic link at ``path`` points to (so the link
+    stays a link). A link to nothing is refused: writing would create a file wherever it points."""
+    if not os.path.islink(path):
+        return path
+    target = os.path.realpath(path)
+    if not os.path.exists(target):
+        raise RefusedFile(f"{path} is a symbolic link to {target}, which does not exist; not written through")
+    return target
+
+
+def _open_side(path: str, flags: int) -> int:
+    """Open a side file (lock, `.unreadable`) of the cache, never through a symbolic link."""
+    try:
+        return os.open(path, flags | _NOFOLLOW, 0o644)
+    except OSError as error:
+        if os.path.islink(path):
+            raise RefusedFile(f"{path} is a symbolic link; a side file of the results cache is never opened "
+                              "through a link (remove it)") from error
+        raise
 
 
 @contextmanager
@@ -57,19 +101,13 @@ def file_lock(path: str):
         return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_side(path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def _fsync_directory(path: str) -> None:
@@ -146,15 +184,15 @@ def keep_aside(path: str) -> str:
 
 
 def _keep_unreadable(path: str, on_disk: ReadResult) -> None:
-    """Append the file's lines that are not text to `path.unreadable` (only ever appended to)."""
+    """Append the file's lines that are not text to `path.unreadable` (only ever appended to, never
+    through a link)."""
     lines = on_disk.unreadable()
     if not lines:
         return
     side = path + UNREADABLE_SUFFIX
-    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    fd = _open_side(side, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
-        _write_all(fd, b"".join(line.raw + b"\n" for line in lines))
-        os.fsync(fd)
+        whole_lines.append(fd, b"".join(line.raw + b"\n" for line in lines), sync=True)
     finally:
         os.close(fd)
     numbers = ", ".join(str(line.lineno) for line in lines[:10]) + (" ..." if len(lines) > 10 else "")
@@ -164,6 +202,9 @@ def _keep_unreadable(path: str, on_disk: ReadResult) -> None:
 def _rewrite(path: str, validators: dict[str, str], on_disk: ReadResult,
              entries: dict[tuple[str, str], Entry], replaced: dict[tuple[str, str], str]) -> int:
     """Under the lock: write `path` anew from what it holds and `entries` (see the module docstring)."""
+    if on_disk.foreign:
+        raise RefusedFile(f"{path} is not a results file (no validator line and no valid row); never moved, "
+                          "replaced or written to")
     lines = on_disk.lines
     disk_entries = on_disk.entries
     if on_disk.rejected and not on_disk.missing and os.path.exists(path):
@@ -184,45 +225,75 @@ def write_results(path: str, validators: dict[str, str], entries: dict[tuple[str
     """Merge `entries` with what `path` holds now and write it anew, under the lock (the compaction).
     `replaced`: (op, params) -> a solution whose row on disk gives way to the entry, whatever its time.
     Returns the number of rows."""
+    path = real_path(path)
     with file_lock(path):
         return _rewrite(path, validators, _quiet_read(path, validators), entries, replaced or {})
 
 
-def _ends_with_newline(fd: int) -> bool:
-    size = os.fstat(fd).st_size
-    return size == 0 or os.pread(fd, 1, size - 1) == b"\n"
+def _head_holds(fd: int, validators: dict[str, str]) -> bool:
+    """True when the validator lines at the top of the file (its first 64 KiB, whole lines) hold each of
+    `validators` with this process's value: the file is then a results file that rows can be appended
+    to. False says only that the head cannot tell: the whole file is read then."""
+    found: dict[str, str] = {}
+    for lineno, raw in enumerate(os.pread(fd, _HEAD_BYTES, 0).split(b"\n")[:-1], start=1):
+        line = raw.decode("utf-8", "replace").strip()
+        line = line.removeprefix("\ufeff") if lineno == 1 else line
+        if not line or line.startswith("#"):
+            continue
+        cells = next(csv.reader([line]), [])
+        if not cells or cells[0].strip() != "Validator":
+            break
+        if len(cells) >= 3 and cells[1].strip():
+            found.setdefault(cells[1].strip(), ",".join(cell.strip() for cell in cells[2:]))
+    return all(found.get(key) == value for key, value in validators.items())
+
+
+def _append(path: str, data: bytes) -> None:
+    """Append whole lines to an existing file and fsync them; a line cut short by a crash stays a line."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        prefix = b"" if whole_lines.ends_with_newline(fd) else b"\n"
+        whole_lines.append(fd, prefix + data, sync=True)
+    finally:
+        os.close(fd)
 
 
 def append_entries(path: str, validators: dict[str, str], entries: list[Entry],
                    replaced: dict[tuple[str, str], str] | None = None) -> None:
-    """Put `entries` on disk now (the journal): appended in one write under the lock and fsync'd. The file
-    is written anew instead (`write_results`) when it is new, rejected, lacks one of `validators`, holds
-    lines that are not text, or when an entry replaces a row."""
+    """Put `entries` on disk now (the journal): appended in one write under the lock and fsync'd, after
+    a look at the file's first lines only. The file is written anew instead (`write_results`) when it is
+    new, rejected, its head lacks one of `validators`, or when an entry replaces a row; refused
+    (`RefusedFile`) when it is not a results file."""
+    path = real_path(path)
     with file_lock(path):
-        on_disk = _quiet_read(path, validators)
-        appendable = not (on_disk.missing or on_disk.rejected or replaced or on_disk.unreadable())
-        if not appendable or any(on_disk.validators.get(k) != v for k, v in validators.items()):
-            _rewrite(path, validators, on_disk, {e.key: e for e in entries}, replaced or {})
+        appendable = False
+        if not replaced and os.path.isfile(path):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                appendable = _head_holds(fd, validators)
+            finally:
+                os.close(fd)
+        if not appendable:
+            _rewrite(path, validators, _quiet_read(path, validators), {e.key: e for e in entries}, replaced or {})
             return
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerows(entry.row() for entry in entries)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND)
-        try:
-            prefix = "" if _ends_with_newline(fd) else "\n"  # a line cut short by a crash stays a line
-            _write_all(fd, (prefix + buffer.getvalue()).encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append(path, buffer.getvalue().encode("utf-8"))
 
 
 def append_untuned(path: str, keys: list[tuple[str, str]]) -> None:
-    """Append `op,params` lines under the lock, skipping keys already in the file."""
+    """Append `op,params` lines under the lock, skipping keys already in the file; a file that is not an
+    untuned file is refused (`RefusedFile`)."""
     if not keys:
         return
+    path = real_path(path)
     with file_lock(path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TunableFileWarning)
-            present = set(read_untuned(path))
+            present, foreign = untuned_file(path)
+        if foreign:
+            raise RefusedFile(f"{path} is not a file of untuned shapes (no op,params line); never written to")
+        present = set(present)
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         for key in keys:
@@ -230,5 +301,5 @@ def append_untuned(path: str, keys: list[tuple[str, str]]) -> None:
                 writer.writerow(list(key))
                 present.add(key)
         if buffer.getvalue():
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write(buffer.getvalue())
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666))
+            _append(path, buffer.getvalue().encode("utf-8"))

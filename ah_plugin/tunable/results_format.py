@@ -10,15 +10,24 @@ Reading never raises on bad content: each bad line is skipped with a `TunableFil
 with `FILE:LINE:`, and a corrupt byte (NUL, invalid UTF-8) rejects its line only. Every line is kept in
 `ReadResult.lines` with what it is, so a rewrite (`results_file`) can keep the lines it does not
 understand. A validator that differs from this process rejects the whole file (TunableOp's rule),
-naming the key and both values.
+naming the key and both values. A file with no validator line and no valid row (a script, a picture,
+another tool's CSV given by mistake) is not a results file: it is said once, as a whole, and marked
+`foreign`, so that it is never written to.
+
+A million-row file is read in a few seconds: the text is decoded at once, a plain line is split
+without the csv module, and a canonical params string is recognised by one regular expression.
 """
 
 from __future__ import annotations
 
 import csv
+import gc
+import hashlib
 import io
 import math
 import os
+import re
+import string
 import warnings
 from dataclasses import dataclass, field
 
@@ -37,15 +46,22 @@ def warn(message: str) -> None:
     warnings.warn(message, TunableFileWarning, stacklevel=3)
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
-    """One tuned result. `source` is `FILE:LINE` for rows read from a file, `""` for new ones."""
+    """One tuned result; `origin` and `lineno` say where it was read (`origin` "" for a new winner).
+    Slots and no per-row text keep a million rows in a few hundred MB."""
 
     op: str
     params: str
     solution: str
     time_ms: float
-    source: str = ""
+    origin: str = ""
+    lineno: int = 0
+
+    @property
+    def source(self) -> str:
+        """`FILE:LINE` for a row read from a file, `""` for a new one."""
+        return f"{self.origin}:{self.lineno}" if self.origin else ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -61,9 +77,9 @@ def _format_time(value: float) -> str:
     return f"{value:.6g}"
 
 
-# What a line of a file is (`Line.kind`).
+# What a line of a file is (`Line.kind`). A usable row is held in `ReadResult.lines` as its (op, params)
+# key alone: its text is written anew from the key's entry.
 VALIDATOR_LINE = "validator"  # Validator,KEY,VALUE (key in `Line.key`)
-ROW_LINE = "row"  # a usable row (its (op, params) in `Line.key`)
 KEPT_LINE = "kept"  # text this reader does not use (a comment, another version's op, a bad row): kept as it is
 UNREADABLE_LINE = "unreadable"  # not text (a NUL byte, invalid UTF-8): its bytes in `Line.raw`
 
@@ -79,18 +95,30 @@ class Line:
 
 @dataclass
 class ReadResult:
-    """What a file held: its validators, its usable entries by (op, params), every line (`lines`), and
-    whether it was rejected whole."""
+    """What a file held: its validators, its usable entries by (op, params), every line (`lines`: a
+    `Line`, or the key of a usable row), whether it was rejected whole (`rejected`; `foreign` too when it
+    is not a results file at all) and the sha256 of its bytes (`digest`)."""
 
     path: str
     validators: dict[str, str]
     entries: dict[tuple[str, str], Entry]
     rejected: bool = False
     missing: bool = False
-    lines: list[Line] = field(default_factory=list)
+    foreign: bool = False
+    digest: str = ""
+    lines: list = field(default_factory=list)
+    unreadable_lines: list[Line] = field(default_factory=list)
+    duplicates: int = 0  # rows whose key an earlier row already had
+    absent: tuple = ()  # validators of this process the file lacks
 
     def unreadable(self) -> list[Line]:
-        return [line for line in self.lines if line.kind == UNREADABLE_LINE]
+        return self.unreadable_lines
+
+    @property
+    def untidy(self) -> bool:
+        """A rewrite would change more than add rows: lines not text to move aside, duplicate rows to
+        drop, validator lines to add."""
+        return bool(self.unreadable_lines or self.duplicates or self.absent)
 
 
 def current_validators() -> dict[str, str]:
@@ -100,28 +128,40 @@ def current_validators() -> dict[str, str]:
     return validators.current()
 
 
-def _lines(path: str) -> list[tuple[int, str | None, bytes]]:
-    """(line number, text or None when the line is not UTF-8 text, bytes) of every line, warning once
-    per bad line: one corrupt byte costs its line, not the file."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    out = []
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        raw = raw[:-1] if raw.endswith(b"\r") else raw
-        if b"\x00" in raw:
-            warn(f"{path}:{lineno}: holds a NUL byte (not CSV text); line skipped")
-            out.append((lineno, None, raw))
-            continue
+def _split_lines(path: str, data: bytes, note) -> tuple[list, dict[int, bytes]]:
+    """Every line's text (None where a line is not UTF-8 text: a NUL byte, a bad byte) and the bytes of
+    those lines by line number. One corrupt byte costs its line, not the file."""
+    text = None
+    if b"\x00" not in data:
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            warn(f"{path}:{lineno}: not UTF-8 text ({error.reason} at byte {error.start}); line skipped")
-            out.append((lineno, None, raw))
-            continue
-        out.append((lineno, text.removeprefix("\ufeff") if lineno == 1 else text, raw))
-    if out and out[-1][2] == b"":
-        out.pop()  # the newline that ends the file
-    return out
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+    if text is not None:  # the usual case: the whole file at once
+        lines = text.split("\n")
+        if "\r" in text:
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        raws: dict[int, bytes] = {}
+    else:
+        lines, raws = [], {}
+        for lineno, raw in enumerate(data.split(b"\n"), start=1):
+            raw = raw[:-1] if raw.endswith(b"\r") else raw
+            if b"\x00" in raw:
+                note(f"{path}:{lineno}: holds a NUL byte (not CSV text); line skipped")
+                lines.append(None)
+                raws[lineno] = raw
+                continue
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError as error:
+                note(f"{path}:{lineno}: not UTF-8 text ({error.reason} at byte {error.start}); line skipped")
+                lines.append(None)
+                raws[lineno] = raw
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the file
+    if lines and lines[0] is not None:
+        lines[0] = lines[0].removeprefix("\ufeff")
+    return lines, raws
 
 
 def _cells(line: str) -> list[str] | None:
@@ -132,75 +172,187 @@ def _cells(line: str) -> list[str] | None:
     return [cell.strip() for cell in rows[0]] if rows else []
 
 
+# A params string that `params.parse_for` returns unchanged, by op: recognised here without building a
+# GemmParams (numbers in ASCII, no leading zero in a size: the only things a parse changes; the bias
+# layout exactly where the op has one). Anything else goes through `parse_for`, which says what is wrong.
+_SIZE = r"(?:[1-9][0-9]*|0|\*)"
+_LD = r"(?:[0-9]+(?:x[0-9]+)?|\*)"
+_DIGITS = r"(?:[0-9]+|\*)"
+_PLAIN_PARAMS = rf"(?:B{_SIZE}_)?[NTG][NTG]_{_SIZE}_{_SIZE}_{_SIZE}_ld_{_LD}_{_LD}_[a-z][a-z0-9_]*"
+_BIAS = rf"_bias-(?:[RCS]|[NT]{_DIGITS}|G{_DIGITS}x{_DIGITS})"
+_CANONICAL = {op: re.compile(_PLAIN_PARAMS).fullmatch for op in P.KNOWN_OPS if op not in P.BIAS_INDEX}
+_CANONICAL.update(addmm=re.compile(_PLAIN_PARAMS + _BIAS).fullmatch,
+                  pad_addmm=re.compile(_PLAIN_PARAMS + _BIAS).fullmatch,
+                  baddbmm=re.compile(_PLAIN_PARAMS + _BIAS + rf"-b{_DIGITS}").fullmatch)
+
+
+def canonical_params(op: str, text: str) -> str:
+    """`text` as `parse_for(op, text).encode()` writes it; raises `params.ParamsError`."""
+    if _CANONICAL[op](text):
+        return text
+    return P.parse_for(op, text).encode()
+
+
+def faster_of(previous: Entry, entry: Entry, note) -> Entry:
+    """Which of two rows of one key is kept: the faster (the earlier on a tie); said when their
+    solutions differ."""
+    if previous.solution != entry.solution:
+        keep = entry if entry.time_ms < previous.time_ms else previous
+        drop = previous if keep is entry else entry
+        note(
+            f"{entry.source}: {entry.op},{entry.params} is also at {previous.source} with another solution "
+            f"({previous.solution!r} vs {entry.solution!r}); keeping the faster one, {keep.solution!r} "
+            f"from {keep.source}, dropping {drop.solution!r}"
+        )
+        return keep
+    return entry if entry.time_ms < previous.time_ms else previous
+
+
+def read_bytes(path: str) -> bytes | None:
+    """The bytes of a file, None when there is none (an unreadable path, a folder: OSError)."""
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def read_results(path: str, expected: dict[str, str] | None) -> ReadResult:
     """Read a results file. `expected` validators (None: accept any) decide whether it is rejected."""
-    result = ReadResult(path=path, validators={}, entries={})
-    if not os.path.exists(path):
-        result.missing = True
-        return result
+    data = read_bytes(path)
+    if data is None:
+        return ReadResult(path=path, validators={}, entries={}, missing=True)
+    return parse_results(path, data, expected)
+
+
+# What the rows of a file written by this cache are made of; a file whose lines after the validator lines
+# hold nothing else needs no line unquoted, stripped or checked for a comment.
+PLAIN_BYTES = (string.ascii_letters + string.digits + "_,.=*+-\n").encode()
+
+
+def validator_head(data: bytes) -> int:
+    """The offset after the lines at the top of `data` that start with `Validator,` (0 when none)."""
+    pos = 0
+    while data.startswith(b"Validator,", pos):
+        end = data.find(b"\n", pos)
+        if end == -1:
+            return pos
+        pos = end + 1
+    return pos
+
+
+def plain_after(data: bytes) -> int | None:
+    """The number of validator lines at the top of `data` when every line after them is plain (only
+    `PLAIN_BYTES`), else None."""
+    head = validator_head(data)
+    if data.translate(None, PLAIN_BYTES) != data[:head].translate(None, PLAIN_BYTES):
+        return None
+    return data.count(b"\n", 0, head)
+
+
+def parse_results(path: str, data: bytes, expected: dict[str, str] | None) -> ReadResult:
+    """`read_results` of a file's bytes, `data`. Warnings about lines are given at the end, all of them,
+    or, for a file that is not a results file, one about the whole file instead. The garbage collector
+    waits meanwhile: a million rows are a million new objects that hold no cycle, and collecting as they
+    come doubles the time."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse(path, data, expected)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse(path: str, data: bytes, expected: dict[str, str] | None) -> ReadResult:
+    result = ReadResult(path=path, validators={}, entries={}, digest=hashlib.sha256(data).hexdigest())
+    notes: list[str] = []
+    note = notes.append
+    texts, raws = _split_lines(path, data, note)
+    plain = plain_after(data) if not raws else None
+    plain = len(texts) if plain is None else plain  # lines after this one: split as they are
     validator_lines: dict[str, int] = {}
     last_validator_line = 0
-    good_rows = 0
-    bad_rows = 0
-    for lineno, line, raw in _lines(path):
+    good_rows = bad_rows = 0
+    first_bad = None
+    lines, entries = result.lines, result.entries
+    for lineno, line in enumerate(texts, start=1):
         if line is None:
-            result.lines.append(Line(lineno, UNREADABLE_LINE, raw=raw))
+            unreadable = Line(lineno, UNREADABLE_LINE, raw=raws[lineno])
+            lines.append(unreadable)
+            result.unreadable_lines.append(unreadable)
             bad_rows += 1
+            first_bad = first_bad or lineno
             continue
-        if not line.strip():
+        if not line:
             continue
-        kept = Line(lineno, KEPT_LINE, text=line)
-        if line.lstrip().startswith("#"):
-            result.lines.append(kept)
-            continue
-        cells = _cells(line)
-        where = f"{path}:{lineno}"
-        if cells is None:
-            warn(f"{where}: not a CSV line; skipped")
-            result.lines.append(kept)
-            bad_rows += 1
-            continue
+        # a plain line: nothing to unquote or strip
+        if lineno > plain or ('"' not in line and " " not in line and line.isprintable()):
+            if line[0] == "#":
+                lines.append(Line(lineno, KEPT_LINE, text=line))
+                continue
+            cells = line.split(",")
+        else:
+            if not line.strip():
+                continue
+            if line.lstrip().startswith("#"):
+                lines.append(Line(lineno, KEPT_LINE, text=line))
+                continue
+            cells = _cells(line)
+            if cells is None:
+                note(f"{path}:{lineno}: not a CSV line; skipped")
+                lines.append(Line(lineno, KEPT_LINE, text=line))
+                bad_rows += 1
+                first_bad = first_bad or lineno
+                continue
         if cells[0] == VALIDATOR:
+            where = f"{path}:{lineno}"
             if len(cells) < 3 or not cells[1]:
-                warn(f"{where}: a validator line is Validator,KEY,VALUE; found {len(cells)} fields; skipped")
-                result.lines.append(kept)
+                note(f"{where}: a validator line is Validator,KEY,VALUE; found {len(cells)} fields; skipped")
+                lines.append(Line(lineno, KEPT_LINE, text=line))
                 continue
             key, value = cells[1], ",".join(cells[2:])  # an unquoted value may hold commas
-            result.lines.append(Line(lineno, VALIDATOR_LINE, text=line, key=key))
+            lines.append(Line(lineno, VALIDATOR_LINE, text=line, key=key))
             if key in result.validators and result.validators[key] != value:
-                warn(f"{where}: validator {key} given twice ({result.validators[key]!r} then {value!r}); first kept")
+                note(f"{where}: validator {key} given twice ({result.validators[key]!r} then {value!r}); first kept")
                 continue
             result.validators.setdefault(key, value)
             validator_lines.setdefault(key, lineno)
             last_validator_line = lineno
             continue
-        entry = _parse_row(cells, where)
+        entry = None
+        if len(cells) == 4 and cells[0] in _CANONICAL and cells[2] and _CANONICAL[cells[0]](cells[1]):
+            try:  # the usual row, read without a call: a time that is a number >= 0 (not NaN)
+                time_ms = float(cells[3])
+            except ValueError:
+                time_ms = -1.0
+            if time_ms >= 0:
+                entry = Entry(cells[0], cells[1], cells[2], time_ms, path, lineno)
         if entry is None:
-            result.lines.append(kept)
+            entry = parse_row(cells, path, lineno, note)  # any other line: says what is wrong with it
+        if entry is None:
+            lines.append(Line(lineno, KEPT_LINE, text=line))
             bad_rows += 1
+            first_bad = first_bad or lineno
             continue
         good_rows += 1
         key = (entry.op, entry.params)
-        result.lines.append(Line(lineno, ROW_LINE, text=line, key=key))
-        previous = result.entries.get(key)
+        lines.append(key)
+        previous = entries.get(key)
         if previous is None:
-            result.entries[key] = entry
-        elif previous.solution != entry.solution:
-            keep = entry if entry.time_ms < previous.time_ms else previous
-            drop = previous if keep is entry else entry
-            warn(
-                f"{where}: {entry.op},{entry.params} is also at {previous.source} with another solution "
-                f"({previous.solution!r} vs {entry.solution!r}); keeping the faster one, {keep.solution!r} "
-                f"from {keep.source}, dropping {drop.solution!r}"
-            )
-            result.entries[key] = keep
-        elif entry.time_ms < previous.time_ms:
-            result.entries[key] = entry
+            entries[key] = entry
+        else:
+            result.duplicates += 1
+            entries[key] = faster_of(previous, entry, note)
     if good_rows == 0 and not result.validators and bad_rows:
-        warn(f"{path}:1: no validator line and no valid row: not a results file; the whole file is ignored")
-        result.rejected = True
+        shown = texts[first_bad - 1]
+        shown = repr(shown[:60]) if shown is not None else "not text"
+        warn(f"{path}:1: not a results file (no validator line and no valid row; line {first_bad}: {shown}); "
+             "left as it is: never moved, replaced or written to, and the results of this run stay in memory")
+        result.rejected = result.foreign = True
         result.entries = {}
         return result
+    for message in notes:
+        warn(message)
     if expected is not None:
         for key, value in result.validators.items():
             mine = expected.get(key)
@@ -213,6 +365,7 @@ def read_results(path: str, expected: dict[str, str] | None) -> ReadResult:
                 result.entries = {}
                 return result
         absent = [key for key in expected if key not in result.validators]
+        result.absent = tuple(absent)
         if absent:
             where = f"{path}:{last_validator_line + 1 if last_validator_line else 1}"
             listed = ", ".join(f"{key} (this process: {expected[key]!r})" for key in absent)
@@ -220,31 +373,31 @@ def read_results(path: str, expected: dict[str, str] | None) -> ReadResult:
     return result
 
 
-def _parse_row(cells: list[str], where: str) -> Entry | None:
+def parse_row(cells: list[str], path: str, lineno: int, note) -> Entry | None:
     if len(cells) < 4 or not all(cells[:3]):
-        warn(f"{where}: truncated row ({len(cells)} of 4 fields op,params,solution,time_ms); skipped")
+        note(f"{path}:{lineno}: truncated row ({len(cells)} of 4 fields op,params,solution,time_ms); skipped")
         return None
     if len(cells) > 4:
-        warn(f"{where}: row has {len(cells)} fields, expected 4 (op,params,solution,time_ms); skipped")
+        note(f"{path}:{lineno}: row has {len(cells)} fields, expected 4 (op,params,solution,time_ms); skipped")
         return None
     op, params, solution, time_text = cells
     try:
         time_ms = float(time_text)
     except ValueError:
-        warn(f"{where}: time_ms {time_text!r} is not a number; skipped")
+        note(f"{path}:{lineno}: time_ms {time_text!r} is not a number; skipped")
         return None
-    if math.isnan(time_ms) or time_ms < 0:
-        warn(f"{where}: time_ms {time_text!r} is not a non-negative number; skipped")
+    if time_ms != time_ms or time_ms < 0:  # NaN, or negative
+        note(f"{path}:{lineno}: time_ms {time_text!r} is not a non-negative number; skipped")
         return None
     if op not in P.KNOWN_OPS:
-        warn(f"{where}: unknown op {op!r} (known: {', '.join(sorted(P.KNOWN_OPS))}); skipped")
+        note(f"{path}:{lineno}: unknown op {op!r} (known: {', '.join(sorted(P.KNOWN_OPS))}); skipped")
         return None
     try:
-        canonical = P.parse_for(op, params).encode()
+        canonical = canonical_params(op, params)
     except P.ParamsError as error:
-        warn(f"{where}: {error}; skipped")
+        note(f"{path}:{lineno}: {error}; skipped")
         return None
-    return Entry(op=op, params=canonical, solution=solution, time_ms=time_ms, source=where)
+    return Entry(op, canonical, solution, time_ms, path, lineno)
 
 
 def merge(
@@ -273,15 +426,16 @@ def format_lines(validators: dict[str, str], lines: list[Line], entries: dict[tu
     for key, value in validators.items():
         writer.writerow([VALIDATOR, key, value])
     for line in lines:
-        if line.kind == VALIDATOR_LINE and line.key not in validators:
+        if type(line) is Line and line.kind == VALIDATOR_LINE and line.key not in validators:
             buffer.write(line.text + "\n")
     written: set = set()
     for line in lines:
-        if line.kind == KEPT_LINE:
+        if type(line) is tuple:  # a row: its key's entry, in the first row's place
+            if line in entries and line not in written:
+                writer.writerow(entries[line].row())
+                written.add(line)
+        elif line.kind == KEPT_LINE:
             buffer.write(line.text + "\n")
-        elif line.kind == ROW_LINE and line.key in entries and line.key not in written:
-            writer.writerow(entries[line.key].row())
-            written.add(line.key)
     for key in sorted(entries):
         if key not in written:
             writer.writerow(entries[key].row())
@@ -293,30 +447,51 @@ def format_lines(validators: dict[str, str], lines: list[Line], entries: dict[tu
 
 def read_untuned(path: str) -> list[tuple[str, str]]:
     """`op,params` lines (a results file's rows are accepted too), deduplicated, in file order."""
+    return untuned_file(path)[0]
+
+
+def untuned_file(path: str) -> tuple[list[tuple[str, str]], bool]:
+    """(`read_untuned`'s keys, whether the file is not an untuned file at all: no usable line, some bad
+    ones; said once as a whole instead of line by line)."""
     keys: dict[tuple[str, str], None] = {}
     if not os.path.exists(path):
-        return []
-    for lineno, line, _ in _lines(path):
-        if line is None or not line.strip() or line.lstrip().startswith("#"):
+        return [], False
+    with open(path, "rb") as handle:
+        data = handle.read()
+    notes: list[str] = []
+    texts, _ = _split_lines(path, data, notes.append)
+    bad = 0
+    for lineno, line in enumerate(texts, start=1):
+        if line is None:
+            bad += 1
+            continue
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
         cells = _cells(line)
         where = f"{path}:{lineno}"
-        if not cells or cells[0] == VALIDATOR:
+        if cells and cells[0] == VALIDATOR:
             continue
-        if len(cells) < 2:
-            warn(f"{where}: an untuned line is op,params; skipped")
+        bad += 1
+        if not cells or len(cells) < 2:
+            notes.append(f"{where}: an untuned line is op,params; skipped")
             continue
         op, params = cells[0], cells[1]
         if op not in P.KNOWN_OPS:
-            warn(f"{where}: unknown op {op!r}; skipped")
+            notes.append(f"{where}: unknown op {op!r}; skipped")
             continue
         try:
             parsed = P.parse_for(op, params)
         except P.ParamsError as error:
-            warn(f"{where}: {error}; skipped")
+            notes.append(f"{where}: {error}; skipped")
             continue
+        bad -= 1
         if parsed.wildcards:
-            warn(f"{where}: {params} has wildcards; only concrete shapes can be tuned; skipped")
+            notes.append(f"{where}: {params} has wildcards; only concrete shapes can be tuned; skipped")
             continue
         keys[(op, parsed.encode())] = None
-    return list(keys)
+    if bad and not keys:
+        warn(f"{path}:1: not a file of untuned shapes (no op,params line); left as it is: never written to")
+        return [], True
+    for message in notes:
+        warn(message)
+    return list(keys), False

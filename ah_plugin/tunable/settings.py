@@ -13,12 +13,13 @@ Variables are read on each query (one dict lookup), so a test or launcher may ch
 
 from __future__ import annotations
 
+import math
 import os
-import re
 import sys
 from dataclasses import dataclass
 
-from ah_plugin.env_values import BadValue, SettingsWarning, parse_bool, parse_int, warn_bad
+from ah_plugin.env_values import (BadValue, SettingsWarning, ascii_int, finite_number, parse_bool, parse_int,
+                                  parse_path, warn_bad)
 
 ENABLED = "AH_TUNABLE_ENABLED"
 TUNING = "AH_TUNABLE_TUNING"
@@ -121,37 +122,44 @@ def verbose_level() -> int:
 
 
 def verbose_filename() -> str:
-    return _env(VERBOSE_FILENAME) or api.verbose_filename
+    return _parsed(VERBOSE_FILENAME, parse_path, api.verbose_filename)
 
 
 def raw_filename() -> str:
     """The results file name before the device ordinal is put in (may hold `%d`)."""
-    return _env(FILENAME) or api.filename
+    return _parsed(FILENAME, parse_path, api.filename)
 
 
 def raw_untuned_filename() -> str:
-    return _env(UNTUNED_FILENAME) or api.untuned_filename
+    return _parsed(UNTUNED_FILENAME, parse_path, api.untuned_filename)
 
 
-def numerical_check() -> tuple[bool, float, float]:
-    """(enabled, atol, rtol). The variable is `0`, `1` (default tolerances) or `ATOL_RTOL`, e.g. `1e-3_1e-2`."""
-    value = _env(NUMERICAL_CHECK)
-    if value is None:
-        return api.numerical_check
-    lowered = value.strip().lower()
+def tolerance(value) -> float | None:
+    """A tolerance of the numerical check: a finite number >= 0 (``nan`` would fail every candidate,
+    ``inf`` pass every one, a negative one fail them all), else None."""
+    try:
+        number = finite_number(value) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number is not None and math.isfinite(number) and number >= 0 else None
+
+
+def _numerical_check(text: str) -> tuple[bool, float, float]:
+    lowered = text.strip().lower()
     if lowered in _FALSE:
         return (False, api.numerical_check[1], api.numerical_check[2])
     if lowered in _TRUE:
         return (True, DEFAULT_ATOL, DEFAULT_RTOL)
-    match = re.fullmatch(r"\s*([^_\s]+)_([^_\s]+)\s*", value)
-    if match:
-        try:
-            return (True, float(match.group(1)), float(match.group(2)))
-        except ValueError:
-            pass
-    warn_bad(NUMERICAL_CHECK, value, "0, 1 or ATOL_RTOL (e.g. 1e-3_1e-2)",
-             f"ignored: {api.numerical_check!r} applies (its value when unset)", TunableSettingsWarning)
-    return api.numerical_check
+    atol, sep, rtol = lowered.partition("_")
+    atol, rtol = tolerance(atol), tolerance(rtol)
+    if not sep or atol is None or rtol is None:
+        raise BadValue("0, 1 or ATOL_RTOL, two finite numbers >= 0 (e.g. 1e-3_1e-2)")
+    return (True, atol, rtol)
+
+
+def numerical_check() -> tuple[bool, float, float]:
+    """(enabled, atol, rtol). The variable is `0`, `1` (default tolerances) or `ATOL_RTOL`, e.g. `1e-3_1e-2`."""
+    return _parsed(NUMERICAL_CHECK, _numerical_check, api.numerical_check)
 
 
 def device_ordinal() -> int:
@@ -163,10 +171,12 @@ def device_ordinal() -> int:
             return int(torch.cuda.current_device())
     except Exception:  # a broken CUDA setup must not break a compile
         pass
-    try:
-        return int(os.environ.get("LOCAL_RANK", "0"))
-    except ValueError:
+    text = os.environ.get("LOCAL_RANK", "")
+    rank = ascii_int(text) if text else 0
+    if rank is None or rank < 0:
+        warn_bad("LOCAL_RANK", text, "an integer >= 0", "device 0's files are used", TunableSettingsWarning)
         return 0
+    return rank
 
 
 def with_ordinal(filename: str, ordinal: int | None = None) -> str:

@@ -1,14 +1,21 @@
 """The in-process results database: loaded from the results file on first use; each winner put on disk
-when it is recorded (`results_file.append_entries`), the file compacted at exit.
+when it is recorded (`results_file.append_entries`), the file compacted at exit when it needs it.
 
 One `ResultsStore` per process (`store()`); the policy asks it for lookups and hands it winners. A write
 that fails is said once per path, naming the path, the cause and what is lost; the cache keeps
-answering from memory.
+answering from memory. A file that is not a results file is never written (said once when read).
+
+Cost independent of the file's size: a large plain file is searched per looked-up shape instead of
+parsed whole (`results_search`; read whole after `SEARCHES` shapes, when that is the cheaper way), a
+winner is appended after a look at the file's first lines, and the exit-time compaction runs only when
+a winner could not be appended or the file read needs a rewrite (lines not text, duplicate rows, a
+missing validator line).
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import sys
 import threading
@@ -18,7 +25,10 @@ from ah_plugin.log_format import write_failure as _write_failure
 
 from . import params as P
 from . import results_file as F
+from . import results_search
 from . import settings as S
+
+SEARCHES = 48  # distinct shapes looked up by search before a searched file is read whole
 
 
 @dataclass
@@ -73,7 +83,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ResultsStore:
-    entries: dict[tuple[str, str], F.Entry] = field(default_factory=dict)
+    entries: dict[tuple[str, str], F.Entry] = field(default_factory=dict)  # rows read whole, and winners
+    searched: results_search.SearchedFile | None = None  # a large file, searched per shape
     wildcards: dict[str, list[tuple[P.GemmParams, F.Entry]]] = field(default_factory=dict)
     loaded_from: str | None = None
     dirty: bool = False
@@ -83,10 +94,14 @@ class ResultsStore:
     lock: threading.RLock = field(default_factory=threading.RLock)
     warned: set = field(default_factory=set)
     exact_only: bool = False  # offline tuning: wildcard entries are not looked up
-    version: int = 0  # bumped on every change of `entries` (for cache_key)
+    version: int = 0  # bumped on every change of what a lookup answers (for cache_key)
     journaled: dict = field(default_factory=dict)  # (op, params) -> the entry this process put on disk
     replaced: dict = field(default_factory=dict)  # (op, params) -> solution whose row a new winner replaces
     unsaved: int = 0  # winners recorded but not yet on disk (their write failed)
+    untidy: bool = False  # the file read needs a rewrite (lines not text, duplicate rows, missing validators)
+    refused: set = field(default_factory=set)  # paths that are not results files: never written
+    file_digests: list = field(default_factory=list)  # sha256 of every file read, in order
+    changes: dict = field(default_factory=dict)  # (op, params) -> solution recorded here (None: forgotten)
     _digest: tuple = (-1, "")
 
     # -- loading ------------------------------------------------------------------------------
@@ -99,39 +114,82 @@ class ResultsStore:
 
     def read(self, path: str) -> bool:
         """Read `path` and merge its rows in (file rows never replace faster in-memory ones).
-        Returns False when the file is missing or rejected."""
+        Returns False when the file is missing, rejected or not a results file."""
         with self.lock:
             if self.loaded_from is None:
                 self.loaded_from = path
                 _register_atexit()
             try:
-                result = F.read_results(path, F.current_validators())
+                data = F.read_bytes(path)
             except OSError as error:  # unreadable (permissions, a directory): warn, start empty
                 self.warn_once(("read", path), f"{path}: cannot read the results file ({error}); not used")
                 return False
-            if result.missing or result.rejected:
-                verbose(1, f"results file {path}: {'missing' if result.missing else 'rejected'}")
+            if data is None:
+                verbose(1, f"results file {path}: missing")
+                return False
+            validators = F.current_validators()
+            if self.searched is None and not self.entries:  # the first file: searched when large and plain
+                self.searched = results_search.open_searched(path, data, validators)
+                if self.searched is not None:
+                    self.file_digests.append(self.searched.digest)
+                    self._changed()
+                    verbose(1, f"opened {path} ({len(data):,} bytes): searched per shape")
+                    return True
+            self.materialize()
+            result = F.parse_results(path, data, validators)
+            if result.foreign:
+                self.refused.add(path)
+            if result.rejected:
+                verbose(1, f"results file {path}: rejected")
                 return False
             self.entries = F.merge(result.entries, self.entries)
-            self.version += 1
-            self._index()
+            self.untidy = self.untidy or result.untidy
+            self.file_digests.append(result.digest)
+            self._changed()
             verbose(1, f"read {len(result.entries)} results from {path}")
             return True
 
+    def materialize(self) -> None:
+        """Read a searched file whole into `entries` (this process's winners stay over its rows)."""
+        with self.lock:
+            searched, self.searched = self.searched, None
+            if searched is None:
+                return
+            result = F.parse_results(searched.path, searched.data, searched.validators)
+            winners, self.entries = self.entries, result.entries
+            self.entries.update(winners)
+            self.untidy = self.untidy or result.untidy
+            self._changed()
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._index()
+
     def _index(self) -> None:
         self.wildcards = {}
-        for (op, text), entry in self.entries.items():
-            parsed = P.parse(text)
-            if parsed.wildcards:
-                self.wildcards.setdefault(op, []).append((parsed, entry))
+        rows = dict(self.searched.wildcards) if self.searched is not None else {}
+        rows.update((key, entry) for key, entry in self.entries.items() if P.WILDCARD in key[1])
+        for (op, text), entry in rows.items():
+            self.wildcards.setdefault(op, []).append((P.parse(text), entry))
         for items in self.wildcards.values():
             # most specific first; ties keep file order (entries are in read order)
             items.sort(key=lambda item: item[0].wildcards)
 
     # -- lookups ------------------------------------------------------------------------------
+    def exact(self, key: tuple[str, str]) -> F.Entry | None:
+        """The entry of a concrete (op, params): this process's winner, else the file's row."""
+        entry = self.entries.get(key)
+        if entry is not None or self.searched is None:
+            return entry
+        if key not in self.searched.found and len(self.searched.found) >= SEARCHES:
+            self.materialize()  # many shapes: one read of the whole file costs less than more searches
+            return self.entries.get(key)
+        return self.searched.get(key)
+
     def lookup(self, op: str, key: P.GemmParams) -> tuple[F.Entry | None, bool]:
         """(entry, is_wildcard) for the key: the exact entry, else the most specific wildcard one."""
-        entry = self.entries.get((op, key.encode()))
+        with self.lock:
+            entry = self.exact((op, key.encode()))
         if entry is not None or self.exact_only:
             return entry, False
         for pattern, candidate in self.wildcards.get(op, ()):
@@ -146,11 +204,12 @@ class ResultsStore:
         key = (op, params)
         entry = F.Entry(op, params, solution, float(time_ms))
         with self.lock:
-            previous = self.entries.get(key) or self.journaled.get(key)
+            previous = self.exact(key) or self.journaled.get(key)
             if previous is not None and previous.solution != solution:
                 self.replaced[key] = previous.solution
             self.entries[key] = entry
-            if P.parse(params).wildcards:
+            self.changes[key] = solution
+            if P.WILDCARD in params:
                 self._index()
             self.version += 1
             self.dirty = True
@@ -159,8 +218,19 @@ class ResultsStore:
             if S.api.write_on_exit:
                 self._journal(entry)
 
+    def forget(self, key: tuple[str, str]) -> None:
+        """Drop this process's entry of `key` (offline tuning, before tuning it again)."""
+        with self.lock:
+            self.materialize()
+            if self.entries.pop(key, None) is not None:
+                self.changes[key] = None
+                self._changed()
+
     def _journal(self, entry: F.Entry) -> None:
         path = self.loaded_from or self.filename()
+        if path in self.refused:  # not a results file: said once when read; the winner stays in memory
+            self.unsaved += 1
+            return
         replaced = {entry.key: self.replaced[entry.key]} if entry.key in self.replaced else None
         try:
             F.append_entries(path, F.current_validators(), [entry], replaced)
@@ -189,11 +259,11 @@ class ResultsStore:
         verbose(2, f"untuned {op},{params} -> {path}")
 
     def digest(self) -> str:
-        """A short hash of every (op, params, solution): changes when a lookup could answer differently."""
+        """A short hash of the files read (their bytes) and of this process's winners: changes when a
+        lookup could answer differently, at a cost independent of the files' size."""
         if self._digest[0] != self.version:
-            import hashlib
-
-            text = "\n".join(f"{op},{p},{e.solution}" for (op, p), e in sorted(self.entries.items()))
+            text = "\n".join([*self.file_digests, *(f"{op},{p},{solution}" for (op, p), solution
+                                                     in sorted(self.changes.items(), key=lambda kv: kv[0]))])
             self._digest = (self.version, hashlib.sha256(text.encode()).hexdigest()[:16])
         return self._digest[1]
 
@@ -204,24 +274,38 @@ class ResultsStore:
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, path: str | None = None) -> bool:
-        """Merge with the file on disk and write it (the compaction). Returns True when written."""
+        """Merge with the file on disk and write it (the compaction). Returns True when written, False
+        for a file that is not a results file (never written)."""
         with self.lock:
             target = path or self.loaded_from or self.filename()
+            if target in self.refused:
+                return False
+            if path is not None and path != self.loaded_from:
+                self.materialize()  # another file gets every row this process holds
             # rows read from this very file are not asserted again: the file is their authority (another
             # process may have replaced one since; writing the old copy back would undo that)
-            own = {key: entry for key, entry in self.entries.items()
-                   if entry.source.rpartition(":")[0] != target}
+            own = {key: entry for key, entry in self.entries.items() if entry.origin != target}
             count = F.write_results(target, F.current_validators(), own, self.replaced)
             self.dirty = False
             if target == (self.loaded_from or self.filename()):
                 self.unsaved = 0
+                self.untidy = False
             verbose(1, f"wrote {count} results to {target}; stats {self.stats.as_dict()}")
             return True
+
+    def needs_compaction(self) -> bool:
+        """At exit: True when the file misses a winner of this run (its append failed) or needs a rewrite."""
+        return self.dirty and (self.unsaved > 0 or self.untidy)
 
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
+            self.searched = None
             self.wildcards.clear()
+            self.untidy = False
+            self.refused.clear()
+            self.file_digests.clear()
+            self.changes.clear()
             self.version += 1
             self.loaded_from = None
             self.dirty = False
@@ -245,9 +329,11 @@ def store() -> ResultsStore:
 
 def _write_at_exit() -> None:
     """The compaction. When it fails, what the journal already holds is safe: only unsaved winners are lost."""
-    if not S.api.write_on_exit or not _STORE.dirty:
+    if not S.api.write_on_exit or not _STORE.needs_compaction():
         return
     path = _STORE.loaded_from or _STORE.filename()
+    if path in _STORE.refused:
+        return
     try:
         _STORE.write()
     except OSError as error:  # exiting: report, never raise

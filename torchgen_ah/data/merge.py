@@ -8,8 +8,12 @@ collections time the same input in two runs (8 rows of the official A100 TIMM lo
 Rows are streamed line by line (no pandas; a 16-byte digest per row is kept to find repeats); malformed
 rows are skipped with a warning naming file and line, and counted in the summary. Rows from a file whose header lists the same
 columns in another order are rewritten into the first file's order. Inputs and output may be
-gzip-compressed (``.gz``), so ``merge_data DATA.txt.gz DATA.txt.gz NEW.txt`` grows a committed
+gzip-compressed (``.gz``), so ``merge_data --force DATA.txt.gz DATA.txt.gz NEW.txt`` grows a committed
 compressed dataset in place.
+
+OUT is a new file: an existing one (an input among them, or a log collected earlier, as in
+``merge_data mm_data.txt mm_data2.txt`` typed for "merge these two") is refused, naming it, unless
+``--force`` says to replace it. A link at OUT is written through (it stays a link).
 """
 
 from __future__ import annotations
@@ -110,11 +114,25 @@ def _row_problem(fields: list[str], columns: list[str], numerical_idx: list[int]
     return None
 
 
-def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
+def _refuse_existing(out: str, inputs: list[str]) -> None:
+    """MergeError when ``out`` exists (``--force`` not given), naming it and what to type instead."""
+    if not os.path.lexists(out):
+        return
+    is_input = os.path.exists(out) and any(os.path.exists(p) and os.path.samefile(out, p) for p in inputs)
+    logs = " ".join(inputs if is_input else [out, *inputs])
+    raise MergeError(
+        f"{out}: {'is one of the inputs' if is_input else 'exists'}; merge_data writes a new file and never "
+        f"replaces one unless told to (the first argument is the merged log). Into a new file: merge_data "
+        f"MERGED.txt {logs}; to replace {out}: merge_data --force {out} {' '.join(inputs)}")
+
+
+def merge_logs(out: str, inputs: list[str], log=print, force: bool = False) -> tuple[int, int]:
     """Merge ``inputs`` into ``out``. Returns (rows written, rows skipped).
 
-    ``out`` is replaced only once every input is read, so it may also be an input: listed first, the
-    merge appends the others to it. Refused (MergeError, nothing written): a file listed twice, a file
+    ``out`` must not exist unless ``force``; with it, ``out`` is replaced only once every input is read,
+    so it may also be an input: listed first, the merge appends the others to it. A link at ``out`` is
+    written through. Refused (MergeError, nothing written): an existing ``out`` without ``force``, a file
+    listed twice, a file
     that holds every row of an earlier input (the same measurements merged twice, as when a run that
     resumed a committed log is merged into that log) or whose rows are all in earlier inputs, a compressed
     input cut short (merging it would make the loss permanent), and inputs that hold no usable row at all.
@@ -122,6 +140,10 @@ def merge_logs(out: str, inputs: list[str], log=print) -> tuple[int, int]:
     """
     if not inputs:
         raise MergeError("no input files given")
+    if not force:
+        _refuse_existing(out, inputs)
+    elif os.path.islink(out):
+        out = os.path.realpath(out)
     heads = []
     for path in inputs:
         if not os.path.isfile(path):
@@ -226,13 +248,14 @@ def main(argv: list[str] | None = None) -> int:
         "same input timed in two runs); a file listed twice, or holding all of an earlier input's rows, is "
         "refused.",
     )
-    parser.add_argument("out", help="merged log to write (replaced if it exists; gzip-compressed when it "
-                                    "ends in .gz)")
+    parser.add_argument("out", help="merged log to write, a new file (gzip-compressed when it ends in .gz)")
     parser.add_argument("inputs", nargs="+", help="logs to merge, in order (plain, or .gz)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace OUT when it exists (it may then be the first input: the others are added to it)")
     args = parser.parse_args(argv)
     warnings.simplefilter("always")
     try:
-        merge_logs(args.out, args.inputs)
+        merge_logs(args.out, args.inputs, force=args.force)
     except (MergeError, AHLogError, OSError, UnicodeDecodeError) as exc:
         return command_line.fail("merge_data", exc, 2)
     return 0
