@@ -154,6 +154,8 @@ def preprocess(choices):
     choices, ids, request, local, policies, current = asked
     if request.op_name not in current.collect_ops and all(is_aten_choice(cid) for cid in ids):
         lowerings.fall_back_to_off(request.op_name)  # raises inside a lowering the plugin can redo as off
+    if len(choices) == 1 and not is_aten_choice(ids[0]) and not _compiles(choices[0], ids[0], current):
+        lowerings.fall_back_to_off(request.op_name)  # a lone template that cannot compile: aten, as off
     try:
         choices = numerical_check.checked(choices, ids, request, local, policies)
         return _planned(choices, request, policies, local["input_nodes"][0].get_device().type, current)
@@ -187,6 +189,30 @@ def _asked(choices):
             choices, ids = _kept(choices, ids, keep)
             request = build_request(name, nodes, ids, "post_codegen")
     return choices, ids, request, local, policies, current
+
+
+def _compiles(choice, choice_id: str, current) -> bool:
+    """Whether a template kept alone (a results-cache hit, a sure ranking) compiles. Nothing benchmarks a
+    lone candidate, so Inductor would first compile it while generating the graph's code, where an error
+    ends the user's compile; compiled here (through its benchmark module, which compile-once then reuses),
+    a failure costs the template and one warning, and the GEMM is lowered as off. A candidate without a
+    separate compile step counts as compiling."""
+    precompile = getattr(choice, "precompile", None)
+    try:
+        has_request = getattr(choice, "bmreq", None) is not None
+    except Exception:  # a subgraph candidate's request cannot be made here: nothing to compile ahead
+        has_request = False
+    if precompile is None or not has_request or not hasattr(choice, "make_kernel_render"):
+        return True
+    if current.compile_once:
+        compile_once.remember([choice])
+    try:
+        precompile()
+        return True
+    except Exception as exc:  # a Triton compile error (out of resources, a bug in a config): aten instead
+        registry.warn_once(("lone_compile", choice_id), f"ah_plugin: the kept template {choice_id} failed to "
+                           f"compile ({type(exc).__name__}: {str(exc)[:200]}); aten is used for this GEMM")
+        return False
 
 
 def _selector_inputs(choices) -> dict | None:
