@@ -24,6 +24,7 @@ Offline: nothing is downloaded. The worker observes autotuning through Inductor'
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,9 +33,10 @@ import tempfile
 import threading
 import time
 
-from ah_plugin import command_line
+from ah_plugin import command_line, console
 
 RESULT_PREFIX = "AH_DEMO_RESULT "
+TRAINER_PACKAGES = ("numpy", "pandas", "sklearn")  # the demo trains a ranking (the tools extra)
 PROGRESS_PREFIX = "AH_DEMO_PROGRESS "
 
 # variables a mode sets; all removed from the parent's environment first so modes do not leak
@@ -232,7 +234,8 @@ def train_artifact(log_path: str, op: str, out_dir: str) -> str:
     (``torchgen_ah.mm.train_decision_mm``) adds derived features for real datasets.
     """
     name = "".join(part.capitalize() for part in op.split("_")) + "RankingDemo"
-    command = [sys.executable, "-m", "torchgen_ah.train_generic", log_path, "--heuristic-name", name, "--out", out_dir]
+    command = [sys.executable, "-m", "torchgen_ah.training.train_generic", log_path, "--heuristic-name", name,
+               "--out", out_dir]
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"training failed (exit {proc.returncode}): {' '.join(command)}\n{proc.stderr[-3000:]}")
@@ -350,6 +353,9 @@ def main(argv=None) -> int:
         result = run_worker(json.loads(args.worker))
         print(RESULT_PREFIX + json.dumps(result), flush=True)
         return 0
+    missing = [name for name in TRAINER_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:  # found before the first mode, not after it
+        return command_line.fail("demo", ModuleNotFoundError(console.missing_tools_package(missing[0])))
     if args.workdir:
         os.makedirs(args.workdir, exist_ok=True)
         rows = run_demo(args.workdir, args.quick, args.baseline)["rows"]
