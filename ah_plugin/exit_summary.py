@@ -32,6 +32,8 @@ def summary_line(status: dict) -> str:
     skipped = status.get("cpu_gemms_not_autotuned", 0)
     if skipped:
         parts.append(f"{_plural(skipped, 'CPU GEMM')} not autotuned by Inductor (freezing off or not under no_grad)")
+    if not parts and status.get("waiting_for_inductor"):
+        parts = ["nothing compiled (torch never imported Inductor)"]
     return "[ah_plugin] at exit: " + "; ".join(parts or ["nothing to do (no operation named)"])
 
 

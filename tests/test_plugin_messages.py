@@ -49,6 +49,6 @@ def test_the_exit_line_is_printed_only_when_verbose():
     said = _import_torch(TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_VERBOSE="1")
     assert said.returncode == 0, said.stderr
     assert said.stderr.strip().splitlines()[-1] == \
-        "[ah_plugin] at exit: use mm: kept 0 of 0 choices in 0 autotunings"
+        "[ah_plugin] at exit: nothing compiled (torch never imported Inductor)"
     quiet = _import_torch(TORCHINDUCTOR_AUTOHEURISTIC_USE="mm")
     assert quiet.returncode == 0 and "at exit" not in quiet.stderr
