@@ -62,8 +62,9 @@ def activate_from_environment() -> None:
     """What the ``torch.backends`` entry point calls when a plugin variable is set: the settings are read
     now (a bad value warns at ``import torch``), the hooks go in when torch imports Inductor (at once when
     it has), so that switching on imports nothing of Inductor before the first compile."""
-    from . import on_inductor_import, settings
+    from . import env_names, on_inductor_import, settings
 
+    env_names.warn_unknown()  # once per process (the entry point asked already)
     if not settings.current().active:  # a bad value warns and switches off only what it governs
         return
     _exit_line_if_verbose()
@@ -99,7 +100,7 @@ def _install_on_inductor_import() -> None:
     except Exception as exc:
         from . import registry
 
-        registry.warn_once("activate", f"ah_plugin: not activated ({exc!r}); torch runs without it")
+        registry.warn_once("activate", f"not activated ({exc!r}); torch runs without it")
 
 
 def _exit_line_if_verbose() -> None:

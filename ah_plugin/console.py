@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in TOOLS:
         from .did_you_mean import hint
 
-        print(f"{COMMAND}: error: no tool {name!r}{hint(name, TOOLS)} ({COMMAND} --help lists them)",
+        print(f"{COMMAND}: error: no tool {name!r}{hint(name, TOOLS)}; {COMMAND} --help lists them",
               file=sys.stderr)
         return 2
     return run(name, args[1:])

@@ -39,7 +39,7 @@ def test_a_tools_help_names_it_as_run(name, capsys):
 def test_a_misspelled_tool_is_named_with_the_closest(capsys):
     assert console.main(["merge-dta", "a.txt"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "ah-plugin: error: no tool 'merge-dta'; did you mean 'merge-data'? (ah-plugin --help lists them)")
+        "ah-plugin: error: no tool 'merge-dta' (did you mean 'merge-data'?); ah-plugin --help lists them")
 
 
 def test_the_older_names_run_the_same_main():

@@ -19,9 +19,9 @@ import csv
 import io
 import math
 import os
-import warnings
 from dataclasses import dataclass, field
 
+from .. import messages
 from . import params as P
 
 DEFAULT_SOLUTION = "Default"
@@ -34,7 +34,7 @@ class TunableFileWarning(UserWarning):
 
 
 def warn(message: str) -> None:
-    warnings.warn(message, TunableFileWarning, stacklevel=3)
+    messages.warn(message, TunableFileWarning)
 
 
 @dataclass
