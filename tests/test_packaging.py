@@ -51,6 +51,14 @@ def test_the_plugin_imports_none_of_the_tools_packages():
     assert int(done.stdout.split()[0]) > 40
 
 
+def test_the_demo_asks_for_the_tools_extra_before_it_starts():
+    code = ("import sys; sys.modules['sklearn'] = None\n"
+            "from ah_plugin import demo; sys.exit(demo.main([]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == "demo: error: needs sklearn, part of the tools extra: pip install 'ah-plugin[tools]'"
+
+
 @pytest.mark.slow
 def test_the_plugin_compiles_without_the_tools_packages(tmp_path):
     import os

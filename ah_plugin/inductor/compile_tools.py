@@ -9,7 +9,8 @@ offline tuning), so that none of them reaches into ``torch._inductor`` itself.
 * ``observe_autotunings(records)``: what each autotuning offered and benchmarked, through Inductor's own
   callbacks (registered after the plugin's, so the list is the pruned one), ids in the plugin's scheme;
 * ``mode_options(mode)``: the config patches of a ``torch.compile`` mode;
-* ``builtin_mm_ranking(...)``: what torch's shipped H100 AutoHeuristic artifact ranks for an input.
+* ``builtin_mm_ranking(...)``: what torch's shipped H100 AutoHeuristic artifact ranks for an input;
+* ``vec_isa_trusted()``: the CPU's vector ISA probed once, for processes started with fresh caches.
 
 Checked on torch 2.11 and 2.13.
 """
@@ -184,3 +185,19 @@ def count_config_tuning(counts: dict) -> None:
                           ("coordinate_descent_tuning", "coordinate_descent")):
         if hasattr(CachingAutotuner, attr):
             setattr(CachingAutotuner, attr, counting(getattr(CachingAutotuner, attr), counter))
+
+
+VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"  # Inductor's switch: trust the CPU's flags, compile no probe
+
+
+def vec_isa_trusted() -> bool:
+    """Whether processes may be started with ``VEC_ISA_OK=1``: Inductor's CPU path compiles one probe
+    program per vector ISA in every fresh cache (seconds of g++ on a small CPU); this probes them here
+    (once per cache) and answers True when every ISA the CPU's flags name passed, so those processes pick
+    the same ISA without the probes. Every kernel is still compiled."""
+    from torch._inductor import cpu_vec_isa
+
+    probed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list() if isa]
+    with inductor_config.patch({"cpp.vec_isa_ok": True}):
+        trusted = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list.__wrapped__()]  # the flags alone
+    return probed == trusted
