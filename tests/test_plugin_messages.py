@@ -71,24 +71,20 @@ def _program(tmp_path, **variables):
     return program, done.stderr.splitlines()
 
 
-def test_a_warning_is_shown_at_the_users_line_with_the_prefix(tmp_path):
-    program, lines = _program(tmp_path, TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_TOP_K="qualty")
-    assert lines == [
-        f"{program}:1: SettingsWarning: ah_plugin: AH_PLUGIN_TOP_K='qualty' is not 'fast', 'quality', an integer "
-        ">= 1 or 'adaptive' (did you mean 'quality'?); the USE ranking is off (Inductor benchmarks all its choices); "
-        "collection and the results cache go on",
-        "  import torch",  # the user's source line, not the plugin's
-    ]
-
-
-def test_a_misspelled_variable_is_named_once_even_when_nothing_else_is_set(tmp_path):
-    program, lines = _program(tmp_path, TORCHINDUCTOR_AUTOHEURISTIC_USEE="mm", AH_PLUGIN_TOPK="5")
-    assert lines == [
-        f"{program}:1: SettingsWarning: ah_plugin: AH_PLUGIN_TOPK (did you mean AH_PLUGIN_TOP_K?), "
-        "TORCHINDUCTOR_AUTOHEURISTIC_USEE (did you mean TORCHINDUCTOR_AUTOHEURISTIC_USE?) are not variables the "
-        "plugin reads; ignored (docs/plugin.md lists them)",
-        "  import torch",
-    ]
+@pytest.mark.parametrize("variables, said", [
+    # a misspelled value, with the closest word it takes
+    ({"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm", "AH_PLUGIN_TOP_K": "qualty"},
+     "AH_PLUGIN_TOP_K='qualty' is not 'fast', 'quality', an integer >= 1 or 'adaptive' (did you mean 'quality'?); "
+     "the USE ranking is off (Inductor benchmarks all its choices); collection and the results cache go on"),
+    # misspelled names, said once even when no other variable switches the plugin on
+    ({"TORCHINDUCTOR_AUTOHEURISTIC_USEE": "mm", "AH_PLUGIN_TOPK": "5"},
+     "AH_PLUGIN_TOPK (did you mean AH_PLUGIN_TOP_K?), TORCHINDUCTOR_AUTOHEURISTIC_USEE (did you mean "
+     "TORCHINDUCTOR_AUTOHEURISTIC_USE?) are not variables the plugin reads; ignored (docs/plugin.md lists them)"),
+])
+def test_a_warning_is_shown_at_the_users_line_with_the_prefix(tmp_path, variables, said):
+    program, lines = _program(tmp_path, **variables)
+    assert lines == [f"{program}:1: SettingsWarning: ah_plugin: {said}",
+                     "  import torch"]  # the user's source line, not the plugin's
 
 
 def test_unknown_names_get_the_closest_known_one_or_none():
