@@ -47,6 +47,11 @@ class _Watching(importlib.abc.Loader):
     def __init__(self, loader, finder: "_InductorFinder"):
         self.loader, self.finder = loader, finder
 
+    def __getattr__(self, name):  # get_source, is_package, get_resource_reader ...: the loader's own
+        if name in ("loader", "finder"):
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
