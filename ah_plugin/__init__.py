@@ -12,7 +12,8 @@ Switch-on without code: ``TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=mm`` / ``TORCHINDU
         ...
 
 **Environment variables win over the values given here** (ah_plugin/settings.py, docs/plugin.md).
-Importing this package is cheap: Inductor is imported only when the plugin is switched on.
+Importing this package is cheap, and so is switching on from the environment: the hooks go into Inductor
+when torch first imports it (``on_inductor_import``). ``install`` imports Inductor at once.
 """
 
 from __future__ import annotations
@@ -58,15 +59,28 @@ _PENDING = {"activation": False}
 
 
 def activate_from_environment() -> None:
-    """What the ``torch.backends`` entry point calls when a plugin variable is set."""
+    """What the ``torch.backends`` entry point calls when a plugin variable is set: the settings are read
+    now (a bad value warns at ``import torch``), the hooks go in when torch imports Inductor (at once when
+    it has), so that switching on imports nothing of Inductor before the first compile."""
+    from . import env_names, on_inductor_import, settings
+
+    env_names.warn_unknown()  # once per process (the entry point asked already)
+    if not settings.current().active:  # a bad value warns and switches off only what it governs
+        return
+    _exit_line_if_verbose()
+    on_inductor_import.call_when_imported(_install_on_inductor_import)
+
+
+def _install_from_environment() -> None:
+    """The hooks in, and the policies the settings ask for registered."""
     from . import settings
 
-    if not settings.current().active:  # a bad value warns and switches off only what it governs
+    if not settings.current().active:
         return
     adapter = sys.modules.get("ah_plugin.inductor")
     if adapter is not None and not hasattr(adapter, "install"):
-        # ``import torch`` ran the entry point from inside the adapter's own first import (it imports
-        # Inductor): the adapter activates when that import finishes
+        # Inductor's import came from inside the adapter's own first import (it imports Inductor): the
+        # adapter activates when that import finishes
         _PENDING["activation"] = True
         return
     from . import inductor
@@ -77,7 +91,16 @@ def activate_from_environment() -> None:
     except Exception:
         uninstall()
         raise
-    _exit_line_if_verbose()
+
+
+def _install_on_inductor_import() -> None:
+    """``_install_from_environment`` inside torch's import of Inductor: a failure warns, never raises."""
+    try:
+        _install_from_environment()
+    except Exception as exc:
+        from . import registry
+
+        registry.warn_once("activate", f"not activated ({exc!r}); torch runs without it")
 
 
 def _exit_line_if_verbose() -> None:
@@ -91,7 +114,7 @@ def finish_pending_activation() -> None:
     """Called by the adapter at the end of its first import: the activation the entry point deferred."""
     if _PENDING["activation"]:
         _PENDING["activation"] = False
-        activate_from_environment()
+        _install_from_environment()
 
 
 def require_active_from_environment() -> dict:
@@ -104,7 +127,7 @@ def require_active_from_environment() -> dict:
     if not settings.env_requests_plugin():
         return status()
     if not inductor.is_installed():
-        activate_from_environment()
+        _install_from_environment()
     if not inductor.is_installed():  # pragma: no cover - activation raises first
         raise RuntimeError("ah_plugin: the environment asks for the plugin, but it could not be switched on")
     return status()
@@ -176,13 +199,16 @@ def install(
 def uninstall() -> None:
     """Switch the plugin off: every policy unregistered (the results cache's too: ``tunable.enable()``
     registers it again), hooks removed, built-in AutoHeuristic and choices class restored."""
-    from . import inductor, registry, settings
+    from . import on_inductor_import, registry, settings
 
+    on_inductor_import.cancel()
     settings.set_api_values()
     for policy in registry.registered_policies():
         registry.unregister_policy(policy)
     _OURS.clear()
-    inductor.uninstall()
+    adapter = sys.modules.get("ah_plugin.inductor")  # never imported: no hook went in
+    if adapter is not None and hasattr(adapter, "uninstall"):
+        adapter.uninstall()
 
 
 @contextmanager
@@ -204,15 +230,18 @@ def enabled(**kwargs):
 
 
 def status() -> dict:
-    """Whether the hooks are in, the effective settings, the policies asked (in order), and what each of
-    ours did: ``collect_stats`` (inputs and rows logged), ``use_stats`` (choices offered and kept),
+    """Whether the plugin is switched on (``installed``: its hooks are in Inductor, or go in when torch
+    imports it: ``waiting_for_inductor``), the effective settings, the policies asked (in order), and what
+    each of ours did: ``collect_stats`` (inputs and rows logged), ``use_stats`` (choices offered and kept),
     ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``, ``compile_once`` (template
     kernels of compiled graphs that run the kernel their autotuning compiled, and those that do not)."""
-    from . import cpu_gemm, registry, settings
+    from . import cpu_gemm, on_inductor_import, registry, settings
 
-    inductor = sys.modules.get("ah_plugin.inductor")  # not imported: the plugin was never switched on
+    inductor = sys.modules.get("ah_plugin.inductor")  # not imported: no hook is in
+    waiting = on_inductor_import.waiting()
     out = {
-        "installed": bool(inductor is not None and inductor.is_installed()),
+        "installed": bool(inductor is not None and inductor.is_installed()) or waiting,
+        "waiting_for_inductor": waiting,
         "settings": settings.current(),
         "policies": [type(p).__name__ for p in registry.registered_policies()],
     }

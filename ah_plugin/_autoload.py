@@ -1,31 +1,30 @@
 """``torch.backends`` entry point, called at the end of ``import torch``.
 
-With no plugin variable set it returns after a few ``os.environ`` lookups and imports nothing. With
-one set it switches the plugin on (``ah_plugin.activate_from_environment``). It never raises: an error
-warns once and ``import torch`` carries on as if the plugin were absent.
+With no variable of ours set it returns after a pass over ``os.environ`` and imports nothing. With one
+set it names those the plugin does not read (``env_names``), and when one asks for the plugin it
+switches it on (``ah_plugin.activate_from_environment``: settings read now, hooks in when torch imports
+Inductor). It never raises: an error warns once and ``import torch`` carries on as if the plugin were
+absent.
 """
 
 import os
 
-# Kept in sync with ah_plugin/settings.py (not imported here: this must stay import-free).
-_SWITCHES = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE")
-_TUNABLE_PREFIX = "AH_TUNABLE_"
+# Kept in sync with ah_plugin/env_names.py (not imported here: this must stay import-free).
+_PREFIXES = ("AH_PLUGIN_", "AH_TUNABLE_", "TORCHINDUCTOR_AUTOHEURISTIC_")
 
 
-def _requested() -> bool:
-    env = os.environ
-    for name in _SWITCHES:
-        if env.get(name):
-            return True
-    return any(key.startswith(_TUNABLE_PREFIX) for key in env)
+def _named() -> bool:
+    return any(key.startswith(_PREFIXES) for key in os.environ)
 
 
 def autoload() -> None:
     try:
-        if not _requested():
+        if not _named():
             return None
+        from ah_plugin import env_names
         from ah_plugin.settings import env_requests_plugin
 
+        env_names.warn_unknown()
         if not env_requests_plugin():
             return None
         from ah_plugin import activate_from_environment
@@ -33,9 +32,9 @@ def autoload() -> None:
         activate_from_environment()
     except Exception as exc:  # never break `import torch`
         try:
-            import warnings
+            from ah_plugin import messages
 
-            warnings.warn(f"ah_plugin: not activated ({exc!r}); torch runs without it", RuntimeWarning)
+            messages.warn(f"not activated ({exc!r}); torch runs without it", RuntimeWarning)
         except Exception:
             pass
     return None

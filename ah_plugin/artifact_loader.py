@@ -33,11 +33,10 @@ import os
 import sys
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifact_guard, artifact_trial, artifact_trust
+from . import artifact_guard, artifact_trial, artifact_trust, messages
 from .artifact_guard import ArtifactError
 
 log = logging.getLogger(__name__)
@@ -204,7 +203,7 @@ def _warn_file(path: str, message: str) -> None:
     if path in _warned_files:
         return
     _warned_files.add(path)
-    warnings.warn(f"ah_plugin: skipping artifact {path}: {message}", RuntimeWarning, stacklevel=3)
+    messages.warn(f"skipping artifact {path}: {message}", RuntimeWarning)
 
 
 def artifact_files(directory: str) -> list[str]:
@@ -297,8 +296,7 @@ def _refused_folder(directory: str) -> bool:
     problem = artifact_trust.unsafe_folder(directory)
     if problem and artifact_files(directory) and directory not in _warned_files:
         _warned_files.add(directory)
-        warnings.warn(f"ah_plugin: skipping every artifact in {directory}: {problem}", RuntimeWarning,
-                      stacklevel=3)
+        messages.warn(f"skipping every artifact in {directory}: {problem}", RuntimeWarning)
     return bool(problem)
 
 
@@ -322,8 +320,8 @@ def load_artifacts(dirs: tuple[tuple[str, str], ...] | None = None) -> tuple[Loa
             from_this_dir = []
             if source == SOURCE_USER and not os.path.isdir(directory) and directory not in _warned_files:
                 _warned_files.add(directory)  # a mistyped AH_PLUGIN_ARTIFACT_DIR must not do nothing silently
-                warnings.warn(f"ah_plugin: the artifact folder {directory} is not a folder; only the packaged "
-                              "artifacts are used", RuntimeWarning, stacklevel=2)
+                messages.warn(f"the artifact folder {directory} is not a folder; only the packaged artifacts are "
+                              "used", RuntimeWarning)
             if source == SOURCE_USER and _refused_folder(directory):
                 continue
             for path in artifact_files(directory):

@@ -16,10 +16,9 @@ upstream's default ``<inductor cache dir>/autoheuristic/<device name>/<op>.txt``
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass, field
 
-from . import features, log_format, settings
+from . import decision_words, features, log_format, messages, settings
 from .policy import AutotuneRequest
 from .verbose_output import say
 
@@ -97,17 +96,18 @@ class CollectorPolicy:
             self.stats.rows_lost += len(rows)
             if path not in self._failed_paths:
                 self._failed_paths.add(path)
-                warnings.warn("ah_plugin: collect log " + log_format.write_failure(
+                messages.warn("collect log " + log_format.write_failure(
                     path, error, f"these {len(rows)} rows ({request.op_name}) are lost, and so are later rows "
                     "while it stays so (counted in ah_plugin.status()['collect_stats'].rows_lost)"),
-                    RuntimeWarning, stacklevel=2)
+                    RuntimeWarning)
             return
         self.stats.inputs += 1
         self.stats.rows += len(rows)
         self.stats.files.add(written)
         if settings.current().verbose:
             left_out = f"; {len(untimed)} untimed left out ({', '.join(untimed)})" if untimed else ""
-            say(log, f"[ah_plugin] collect {request.op_name}: {len(rows)} rows -> {written}{left_out}")
+            say(log, f"{decision_words.gemm(request)} on "
+                     f"{decision_words.device(request.metadata)}: {len(rows)} choices timed, logged to {written}{left_out}")
 
 
 _default: CollectorPolicy | None = None

@@ -1,7 +1,8 @@
 """What every command line of the project shares: help that names itself as it is run and shows each
 option's default, and bad input said in one line.
 
-Used by ``ah_plugin.demo``, ``ah_plugin.tunable.offline`` and every ``python -m torchgen_ah...`` command.
+Used by ``ah_plugin.demo``, ``ah_plugin.tunable.offline``, every ``python -m torchgen_ah...`` command and
+``ah-plugin`` (``ah_plugin.console``), which runs them all.
 Standard library only.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -24,8 +26,26 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
 
+_run_as: dict = {}  # documented name -> the name this process was started under (``run_as``)
+
+
+@contextmanager
+def run_as(documented: str, name: str):
+    """Inside: the command documented as ``documented`` runs under ``name`` (``ah-plugin merge-data``), and
+    its parsers name it so."""
+    _run_as[documented] = name
+    try:
+        yield
+    finally:
+        _run_as.pop(documented, None)
+
+
 def parser(prog: str, description: str, **kwargs) -> argparse.ArgumentParser:
-    """An ``ArgumentParser`` named as the user runs it (``python -m torchgen_ah.merge_data``)."""
+    """An ``ArgumentParser`` named as the user runs it (``python -m torchgen_ah.merge_data``, or the
+    ``ah-plugin`` name it was started under)."""
+    for documented, name in _run_as.items():
+        if prog == documented or prog.startswith(documented + " "):
+            prog = name + prog[len(documented):]
     return argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter, **kwargs)
 
 

@@ -33,7 +33,7 @@ def message(op_name: str, current) -> str:
         wanted.append(f"TORCHINDUCTOR_AUTOHEURISTIC_COLLECT={','.join(sorted(current.collect))} has nothing to log")
     if current.use:
         wanted.append(f"TORCHINDUCTOR_AUTOHEURISTIC_USE={','.join(sorted(current.use))} has nothing to prune")
-    return (f"ah_plugin: Inductor does not autotune this CPU {op_name} (aten is its only choice), so "
+    return (f"Inductor does not autotune this CPU {op_name} (aten is its only choice), so "
             f"{' and '.join(wanted)} for it. {FIX}.")
 
 

@@ -1,6 +1,6 @@
 """The whole loop on a small model: collect, train, use, and the results cache, one process per mode.
 
-    python -m ah_plugin.demo              # collect, train, use, cache: 2-3 minutes on a 2-core CPU
+    python -m ah_plugin.demo              # collect, train, use, cache: about 1.5 minutes on a 2-core CPU
     python -m ah_plugin.demo --quick      # one layer shape; collect, train, use
     python -m ah_plugin.demo --baseline   # also Inductor's default max-autotune first, for comparison
 
@@ -24,17 +24,20 @@ Offline: nothing is downloaded. The worker observes autotuning through Inductor'
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from ah_plugin import command_line
+from ah_plugin import command_line, console
 
 RESULT_PREFIX = "AH_DEMO_RESULT "
+TRAINER_PACKAGES = ("numpy", "pandas", "sklearn")  # the demo trains a ranking (the tools extra)
 PROGRESS_PREFIX = "AH_DEMO_PROGRESS "
 
 # variables a mode sets; all removed from the parent's environment first so modes do not leak
@@ -232,7 +235,8 @@ def train_artifact(log_path: str, op: str, out_dir: str) -> str:
     (``torchgen_ah.mm.train_decision_mm``) adds derived features for real datasets.
     """
     name = "".join(part.capitalize() for part in op.split("_")) + "RankingDemo"
-    command = [sys.executable, "-m", "torchgen_ah.train_generic", log_path, "--heuristic-name", name, "--out", out_dir]
+    command = [sys.executable, "-m", "torchgen_ah.training.train_generic", log_path, "--heuristic-name", name,
+               "--out", out_dir]
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"training failed (exit {proc.returncode}): {' '.join(command)}\n{proc.stderr[-3000:]}")
@@ -290,6 +294,21 @@ def explain(spec: dict) -> str:
             "it; a CPU mm in a training step is not autotuned at all (the plugin says so once).")
 
 
+def probed_once(out) -> dict:
+    """The CPU's vector ISA probed here, once, for every mode: each fresh Inductor cache would compile the
+    probes again (seconds of g++ per mode on a small CPU). Returns the variable that tells the modes so,
+    or nothing when the probes disagree with the CPU's flags (the modes then probe, as Inductor does)."""
+    from ah_plugin.inductor import compile_tools
+
+    if os.environ.get(compile_tools.VEC_ISA_OK):
+        return {}
+    if not compile_tools.vec_isa_trusted():
+        return {}
+    out(f"The CPU's vector instructions were probed once, here ({compile_tools.VEC_ISA_OK}=1 for the modes): a fresh "
+        "Inductor cache would probe them again; every kernel is still compiled.")
+    return {compile_tools.VEC_ISA_OK: "1"}
+
+
 def run_demo(workdir: str, quick: bool = False, baseline: bool = False, out=print) -> dict:
     """Run every mode; print a markdown table of their summaries.
 
@@ -304,6 +323,7 @@ def run_demo(workdir: str, quick: bool = False, baseline: bool = False, out=prin
         f"batches {spec['batches']}, work dir {workdir}")
     out(explain(spec))
     out("Each mode is a fresh Python process with a fresh Inductor cache; importing torch takes a few seconds.")
+    shared = {} if cuda else probed_once(out)
     log_path = os.path.join(workdir, f"{op}_log.txt")
     artifact_dir = os.path.join(workdir, "artifacts")
     use_env = {"TORCHINDUCTOR_AUTOHEURISTIC_USE": request, "AH_PLUGIN_ARTIFACT_DIR": artifact_dir}
@@ -311,7 +331,8 @@ def run_demo(workdir: str, quick: bool = False, baseline: bool = False, out=prin
 
     def mode(name, env):
         out(f"-- {name}: {' '.join(f'{k}={v}' for k, v in env.items()) or '(no plugin variables)'}")
-        result = results[name] = run_mode(name, spec, workdir, env, on_progress=lambda line: out(f"   {line}"))
+        result = results[name] = run_mode(name, spec, workdir, {**shared, **env},
+                                          on_progress=lambda line: out(f"   {line}"))
         row = summarize(result)
         out(f"   {name}: {row['wall_s']:.1f} s in all, {row['compile_s']:.1f} s compiling; "
             f"{plural(row['benchmarked'], 'choice')} benchmarked in {plural(row['autotunings'], 'autotuning')}, "
@@ -343,19 +364,28 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="one layer shape, collect and use only")
     parser.add_argument("--baseline", action="store_true",
                         help="also run Inductor's default max-autotune (plugin off) first")
-    parser.add_argument("--workdir", help="keep logs, artifacts and caches here (default: a temp dir)")
+    parser.add_argument("--workdir", help="keep the log, the artifact, the results file and each mode's Inductor "
+                        "cache here (default: a new temporary folder, kept without the caches)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         result = run_worker(json.loads(args.worker))
         print(RESULT_PREFIX + json.dumps(result), flush=True)
         return 0
+    missing = [name for name in TRAINER_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:  # found before the first mode, not after it
+        return command_line.fail("demo", ModuleNotFoundError(console.missing_tools_package(missing[0])))
     if args.workdir:
         os.makedirs(args.workdir, exist_ok=True)
-        rows = run_demo(args.workdir, args.quick, args.baseline)["rows"]
-    else:
-        with tempfile.TemporaryDirectory(prefix="ah_plugin_demo_") as workdir:
-            rows = run_demo(workdir, args.quick, args.baseline)["rows"]
+    workdir = args.workdir or tempfile.mkdtemp(prefix="ah_plugin_demo_")
+    started = time.perf_counter()
+    rows = run_demo(workdir, args.quick, args.baseline)["rows"]
+    if not args.workdir:
+        for name in os.listdir(workdir):
+            if name.startswith("inductor-cache-"):
+                shutil.rmtree(os.path.join(workdir, name), ignore_errors=True)
+    print(f"The demo took {time.perf_counter() - started:.0f} s. Its log, artifact and results file are kept in "
+          f"{workdir}" + ("" if args.workdir else " (each mode's Inductor cache removed; --workdir DIR keeps them)"))
     return 0 if all(r["matched"] for r in rows) else 1
 
 

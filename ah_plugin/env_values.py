@@ -18,7 +18,6 @@ import math
 import os
 import re
 import threading
-import warnings
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -41,12 +40,16 @@ _warned_lock = threading.Lock()
 
 
 def warn_bad(name: str, value: str, expected: str, instead: str, category=SettingsWarning) -> None:
-    """Say once per (variable, value): ``NAME='value' is not EXPECTED; INSTEAD``."""
+    """Say once per (variable, value): ``NAME='value' is not EXPECTED (did you mean ...?); INSTEAD``, shown
+    at the user's line (``messages.warn``)."""
     with _warned_lock:
         if (name, value) in _warned:
             return
         _warned.add((name, value))
-    warnings.warn(f"{name}={value!r} is not {expected}; {instead}", category, stacklevel=3)
+    from .env_names import value_hint
+    from .messages import warn
+
+    warn(f"{name}={value!r} is not {expected}{value_hint(name, value, expected)}; {instead}", category)
 
 
 _ASCII_INT = re.compile(r"[+-]?[0-9]+")

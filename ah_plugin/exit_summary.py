@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import logging
 
+from .messages import PREFIX
 from .verbose_output import say
 
 log = logging.getLogger("ah_plugin")
@@ -21,7 +22,7 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
 
 
 def summary_line(status: dict) -> str:
-    """``[ah_plugin] at exit: ...`` from ``ah_plugin.status()``."""
+    """``ah_plugin: at exit: ...`` from ``ah_plugin.status()``."""
     current = status["settings"]
     parts = [part for part in (_collect_part(status.get("collect_stats"), current.collect),
                                _use_part(status.get("use_stats"), current.use),
@@ -32,7 +33,9 @@ def summary_line(status: dict) -> str:
     skipped = status.get("cpu_gemms_not_autotuned", 0)
     if skipped:
         parts.append(f"{_plural(skipped, 'CPU GEMM')} not autotuned by Inductor (freezing off or not under no_grad)")
-    return "[ah_plugin] at exit: " + "; ".join(parts or ["nothing to do (no operation named)"])
+    if not parts and status.get("waiting_for_inductor"):
+        parts = ["nothing compiled (torch never imported Inductor)"]
+    return PREFIX + "at exit: " + "; ".join(parts or ["nothing to do (no operation named)"])
 
 
 def _collect_part(stats, ops) -> str | None:

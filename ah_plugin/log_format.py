@@ -13,10 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import warnings
 from contextlib import contextmanager
 
-from . import whole_lines
+from . import messages, whole_lines
 
 try:  # POSIX advisory locks; absent on Windows, where appends are unlocked.
     import fcntl
@@ -267,8 +266,8 @@ def append_rows(path, metadata: dict, lines: list[str], columns: list[str] | Non
         plain = path[: -len(".gz")]
         if (path, plain) not in _warned_siblings:
             _warned_siblings.add((path, plain))
-            warnings.warn(f"{path}: a collector appends plain text and cannot write gzip; writing these rows "
-                          f"to {plain} instead", stacklevel=2)
+            messages.warn(f"{path}: a collector appends plain text and cannot write gzip; writing these rows "
+                          f"to {plain} instead")
         path = plain
     ours = list(columns) if columns is not None else header_columns(metadata)
     ext = os.path.splitext(path)[1]
@@ -293,11 +292,8 @@ def append_rows(path, metadata: dict, lines: list[str], columns: list[str] | Non
                     other = fallbacks.pop(0)
                     if (path, other) not in _warned_siblings:
                         _warned_siblings.add((path, other))
-                        warnings.warn(
-                            f"{path}: existing log has different metadata or columns; "
-                            f"writing these rows to {other} instead",
-                            stacklevel=2,
-                        )
+                        messages.warn(f"{path}: existing log has different metadata or columns; "
+                                      f"writing these rows to {other} instead")
                     path = other
                     continue
                 payload = lines if columns == ours else _reorder(lines, ours, columns)

@@ -49,10 +49,9 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from dataclasses import dataclass, field
 
-from ah_plugin import artifact_loader, features, l2_residency
+from ah_plugin import artifact_loader, decision_words, features, l2_residency, messages
 from ah_plugin.choice_ids import PADDED_CHOICE_ID
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
@@ -335,6 +334,8 @@ class RankingPolicy:
     fields; None means "from the environment / defaults".
     """
 
+    says_decisions = True  # one verbose line per decision, with the reason (the adapter adds none)
+
     def __init__(
         self,
         ops=None,
@@ -383,6 +384,8 @@ class RankingPolicy:
         if keep is None and self.options.fast:
             off = kept_aten_choice(request.candidates)
             keep = [off] if off else None  # fast mode with nothing to rank by: aten, never a compile of templates
+            if keep is not None and self.options.verbose:
+                _say_decision(request, keep, "no artifact ranks it (fast mode keeps aten)")
         if keep is not None:
             self.stats.autotunings += 1
             self.stats.offered += len(request.candidates)
@@ -419,24 +422,20 @@ class RankingPolicy:
             )
             return None
         trusted = trusts_templates(artifact, request.metadata)
+        in_l2 = False
         if trusted and self.options.fast and any(is_aten_choice(c) for c in request.candidates) and \
                 self._l2_misjudged(feats, request.metadata):
-            trusted = False  # memory-bound with its operands in L2: replay would time it from L2 (l2_residency)
+            trusted, in_l2 = False, True  # memory-bound with its operands in L2: replay would time it from L2
             self.stats.l2_aten += 1
-            if self.options.verbose:
-                _say(f"ah_plugin: {request.op_name}: memory-bound and within L2, fast mode keeps aten alone")
         keep = choose(ranking, request.candidates, self.options, trusted, on_cpu(request.metadata))
-        if self.options.fast and request.variants and not self._holds_over_sizes(artifact, request, keep):
+        varies = self.options.fast and request.variants and not self._holds_over_sizes(artifact, request, keep)
+        if varies:
             keep = [kept_aten_choice(request.candidates) or keep[-1]]
             self.stats.dynamic_aten += 1
-            if self.options.verbose:
-                _say(f"ah_plugin: {request.op_name}: symbolic sizes, and the ranking's choice differs across the "
-                     f"sizes the graph serves; fast mode keeps aten alone")
         if self.options.verbose:
-            _say(
-                f"ah_plugin: {artifact.name} {request.op_name}: keeping {len(keep)} of "
-                f"{len(request.candidates)} choices: {keep}"
-            )
+            reason = (f"symbolic sizes, and {artifact.name}'s choice differs across the sizes the graph serves: "
+                      "aten alone" if varies else self._reason(keep, ranking, request, artifact, trusted, in_l2))
+            _say_decision(request, keep, reason)
         return keep
 
     def _holds_over_sizes(self, artifact, request: AutotuneRequest, keep: list[str]) -> bool:
@@ -460,6 +459,31 @@ class RankingPolicy:
                 return False
         return True
 
+    def _reason(self, keep, ranking, request: AutotuneRequest, artifact, trusted: bool, in_l2: bool) -> str:
+        """Why ``choose`` kept ``keep``, in a user's words (the verbose line's end)."""
+        name, options = artifact.name, self.options
+        if not options.fast:
+            if options.quality:
+                return f"quality mode: the top {options.top_k} of {name}'s ranking and aten, timed"
+            if options.adaptive:
+                return f"adaptive k: {name}'s top choices up to a share of {options.mass:g}, and aten, timed"
+            return f"the top {options.top_k} of {name}'s ranking and aten, timed"
+        today = set(request.candidates)
+        top, share = next(((c, float(s)) for c, s in ranking if c in today), (None, 0.0))
+        if in_l2:
+            return ("memory-bound with its operands within L2, where replay would time a template from L2 "
+                    "(AH_PLUGIN_L2_RULE=off times it)")
+        if len(keep) == 1 and is_aten_choice(keep[0]):
+            if top is not None and not is_aten_choice(top) and not trusted:
+                return f"{name} was trained on per-call timings, which favour templates: aten alone"
+            return f"{name} ranks aten first"
+        threshold = lone_template_share(options.confidence, on_cpu(request.metadata))
+        if len(keep) == 1:
+            return f"{name} ranks it first with a share of {share:.2f} (at least {threshold:g}): nothing to time"
+        if math.isinf(threshold):
+            return f"{name} ranks the template first (share {share:.2f}); on a GPU it is timed against aten"
+        return f"{name} ranks the template first with a share of {share:.2f}, below {threshold:g}: timed against aten"
+
     def on_timings(self, request, timings, untimed) -> None:
         return None
 
@@ -479,8 +503,8 @@ class RankingPolicy:
             return None
         self.stats.unpadded += 1
         if self.options.verbose:
-            sizes = "x".join(str(unpadded.features.get(k)) for k in ("m", "k", "n"))
-            _say(f"ah_plugin: {unpadded.op_name} {sizes}: a template ranked first padded or not, not padded")
+            _say(f"{decision_words.gemm(unpadded)}: not padded (a template ranks first "
+                 "padded or not, and reads the operands as they are)")
         return False
 
     def _template_first(self, request: AutotuneRequest) -> bool:
@@ -528,17 +552,15 @@ class RankingPolicy:
             fitting, rejected = borrowable, rejected + mm_rejected
         chosen = fitting[0] if fitting else None
         self._selected[key] = chosen
-        borrowed = chosen is not None and chosen.op_name != op_name
-        if borrowed and self.options.verbose and ("borrow", op_name) not in self._said:
-            self._said.add(("borrow", op_name))
-            _say(f"ah_plugin: {op_name} ranked with {chosen.name} (mm artifact; no {op_name} artifact fits)")
+        device = decision_words.device(metadata)
         if chosen is None:
             details = "; ".join(f"{r.artifact}: {r.reason}" for r in rejected) or (
                 f"no artifact for {op_name!r} in {[d for _, d in self._dirs]}"
             )
-            self._fallback(op_name, f"no artifact matches this device ({key[1:]})", details)
+            self._fallback(op_name, f"no artifact matches {device}", details)
         elif self.options.verbose:
-            _say(f"ah_plugin: {op_name} on {key[1:]} uses {chosen.describe()}")
+            borrowed = f", an mm artifact (no {op_name} artifact fits)" if chosen.op_name != op_name else ""
+            _say(f"{op_name} on {device}: ranked by {chosen.describe()}{borrowed}")
         return chosen
 
     def stale_report(self) -> list[dict]:
@@ -567,7 +589,7 @@ class RankingPolicy:
         if new_unseen and self.options.verbose and ("stale",) + key not in self._said:
             self._said.add(("stale",) + key)
             _say(
-                f"ah_plugin: artifact {artifact.name} ({artifact.path}) is stale for {request.op_name}: "
+                f"artifact {artifact.name} ({artifact.path}) is stale for {request.op_name}: "
                 f"{len(report.unseen)} of today's choices never seen {sorted(report.unseen)[:5]}; retrain it on "
                 "data collected with this torch (ranking.stale_report() lists them, and the ranked choices no "
                 "autotuning of this process offered)"
@@ -580,16 +602,22 @@ class RankingPolicy:
             return
         self._said.add(key)
         outcome = "aten alone is kept (fast mode)" if self.options.fast else "Inductor's default choices are used"
-        message = f"ah_plugin: {op_name}: {reason}; {outcome}"
+        message = f"{op_name}: {reason}; {outcome}"
         if self.options.verbose:
             message += f" ({details})"
         else:
             message += " (set AH_PLUGIN_VERBOSE=1 for details)"
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        messages.warn(message, RuntimeWarning)
 
 
 def _say(message: str) -> None:
     say(log, message)
+
+
+def _say_decision(request: AutotuneRequest, keep: list[str], reason: str) -> None:
+    """The one verbose line of a decision: the GEMM, what was kept, why."""
+    _say(f"{decision_words.gemm(request)}: "
+         f"{decision_words.kept(keep, request.candidates)}: {reason}")
 
 
 # One policy per process for the hook (stale reports live in it).

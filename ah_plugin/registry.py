@@ -7,16 +7,17 @@ artifact code included; only a user's ``KeyboardInterrupt`` passes), warns once 
 autotuning go on as if that policy had no opinion.
 
 Messages: verbose ones go through ``verbose_output.say`` on this package's logger (``AH_PLUGIN_VERBOSE=1``);
-``warn_once`` is for the few user-facing warnings that must be seen even without it, once per process.
+``warn_once`` is for the few user-facing warnings that must be seen even without it, once per process
+(``messages.warn``: shown at the user's line).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import warnings
 
 from . import settings
+from .messages import warn
 from .verbose_output import say
 
 log = logging.getLogger("ah_plugin")
@@ -38,7 +39,7 @@ def warn_once(key, message: str) -> None:
     if key in _warned:
         return
     _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warn(message, RuntimeWarning)
 
 
 def _verbose_enabled() -> bool:
@@ -51,11 +52,16 @@ def _verbose_enabled() -> bool:
 def verbose(message: str) -> None:
     """A verbose message (``AH_PLUGIN_VERBOSE=1``) on the plugin's one channel (``verbose_output.say``)."""
     if _verbose_enabled():
-        say(log, f"[ah_plugin] {message}")
+        say(log, message)
 
 
 def policy_name(policy) -> str:
     return type(policy).__qualname__
+
+
+def policy_words(policy) -> str:
+    """The policy as a user knows it: its ``description`` (``the results cache``), else its class name."""
+    return getattr(policy, "description", None) or policy_name(policy)
 
 
 def call_policy(policy, method: str, *args):
@@ -71,7 +77,7 @@ def call_policy(policy, method: str, *args):
     except BaseException as exc:  # noqa: B036 - artifact code may raise SystemExit; see the docstring
         # the type and the message, not repr(): an OSError's repr leaves out the path it failed on
         warn_once((method, policy_name(policy)),
-                  f"ah_plugin: policy {policy_name(policy)}.{method} raised {type(exc).__name__}: {exc}; ignoring it")
+                  f"policy {policy_name(policy)}.{method} raised {type(exc).__name__}: {exc}; ignoring it")
         return FAILED
 
 
@@ -90,7 +96,7 @@ def register_policy(policy, position: int = POSITION_HEURISTIC):
 
         inductor.install()
     except Exception as exc:  # never break the caller (often an import at startup)
-        warn_once("install", f"ah_plugin: could not install the Inductor hooks ({exc!r}); plugin inactive")
+        warn_once("install", f"could not install the Inductor hooks ({exc!r}); plugin inactive")
     return policy
 
 

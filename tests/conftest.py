@@ -23,13 +23,9 @@ def pytest_configure(config):
         return
     if (config.getoption("markexpr", "") or "").strip() == "gpu":
         return  # the GPU set compiles for CUDA: the CPU probes would only delay its first test
-    import torch._inductor.config as inductor_config
-    from torch._inductor import cpu_vec_isa
+    from ah_plugin.inductor.compile_tools import vec_isa_trusted
 
-    probed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list() if isa]  # compiles the probes (once a cache)
-    with inductor_config.patch({"cpp.vec_isa_ok": True}):
-        trusted = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list.__wrapped__()]  # the flags alone
-    if probed == trusted:
+    if vec_isa_trusted():  # compiles the probes (once a cache)
         os.environ[VEC_ISA_OK] = "1"
 
 

@@ -347,8 +347,8 @@ def test_a_corrupt_byte_costs_its_line_not_the_file(cache_file):
     said = [str(w.message) for w in caught]
     first_bad = len(F.current_validators()) + 2
     assert not result.rejected and {p for _, p in result.entries} == {key_of(m) for m in (20, 21, 22)}
-    assert any(m.startswith(f"{cache_file}:{first_bad}: holds a NUL byte") for m in said), said
-    assert any(m.startswith(f"{cache_file}:{first_bad + 2}: not UTF-8 text") for m in said), said
+    assert any(m.startswith(f"ah_plugin: {cache_file}:{first_bad}: holds a NUL byte") for m in said), said
+    assert any(m.startswith(f"ah_plugin: {cache_file}:{first_bad + 2}: not UTF-8 text") for m in said), said
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         F.write_results(str(cache_file), F.current_validators(), {})
@@ -403,7 +403,7 @@ def test_write_failures_name_the_path_once_and_what_is_lost(cache_file, tmp_path
             policy.select(linear_request(m))
             policy.on_timings(linear_request(m), {MKL: 0.3, CPP: 0.1}, [])
     said = [str(w.message) for w in caught if "cannot write" in str(w.message)]
-    assert len(said) == 1 and said[0].startswith(f"{cache_file}: cannot write (IsADirectoryError"), said
+    assert len(said) == 1 and said[0].startswith(f"ah_plugin: {cache_file}: cannot write (IsADirectoryError"), said
     assert "kept in memory" in said[0] and "lost" in said[0]
     assert policy.select(linear_request(51)) == [CPP]  # the cache still answers from memory
 
@@ -618,7 +618,7 @@ def test_unknown_op_names_are_refused_with_the_known_ones(value, fresh_warnings)
     with pytest.warns(env_values.SettingsWarning) as record:
         current = settings.current({settings.ENV_USE: value})
     (message,) = [str(w.message) for w in record]
-    assert message.startswith(f"{settings.ENV_USE}={value!r} is not a comma-separated list of known operations")
+    assert message.startswith(f"ah_plugin: {settings.ENV_USE}={value!r} is not a comma-separated list of known operations")
     assert "packed_linear" in message and "addmm" in message
     assert current.use == (frozenset({"mm"}) if value == "mm,bogus_op" else frozenset())
     assert ("separate operations with commas" in message) == (";" in value)

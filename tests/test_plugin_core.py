@@ -259,14 +259,17 @@ def test_import_torch_without_variables_imports_nothing_heavy():
 
 
 def test_autoload_never_breaks_import_torch():
-    """A bad AH_PLUGIN_TOP_K warns and turns off only the ranking: collection is switched on."""
+    """A bad AH_PLUGIN_TOP_K warns at ``import torch`` and turns off only the ranking: collection is switched
+    on, its hooks in once Inductor is imported."""
     env = dict(os.environ, TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm", AH_PLUGIN_TOP_K="not-a-number")
-    code = ("import sys, torch; adapter = sys.modules.get('ah_plugin.inductor'); "
-            "print('OK', bool(adapter and adapter.is_installed()))")
+    code = ("import sys, torch, ah_plugin; print('ON', ah_plugin.status()['installed']); "
+            "import torch._inductor.config; adapter = sys.modules.get('ah_plugin.inductor'); "
+            "print('HOOKS', bool(adapter and adapter.is_installed()), ah_plugin.status()['policies'])")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "OK True" in out.stdout
-    assert "AH_PLUGIN_TOP_K='not-a-number'" in out.stderr and "USE ranking is off" in out.stderr
+    assert "ON True" in out.stdout and "HOOKS True ['CollectorPolicy']" in out.stdout, out.stdout
+    said = out.stderr.index("AH_PLUGIN_TOP_K='not-a-number'")
+    assert "USE ranking is off" in out.stderr[said:]
 
 
 # --- search space -----------------------------------------------------------------------------------

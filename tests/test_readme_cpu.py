@@ -84,7 +84,7 @@ def run_readme(line: str, folder: Path, program: str | None = None, verbose: boo
 
 
 def exit_line(stderr: str) -> str:
-    (line,) = [line for line in stderr.splitlines() if line.startswith("[ah_plugin] at exit:")]
+    (line,) = [line for line in stderr.splitlines() if line.startswith("ah_plugin: at exit:")]
     return line
 
 

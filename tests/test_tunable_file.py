@@ -108,7 +108,7 @@ def test_robust_reading_names_file_and_line(tmp_path):
     expected = {first + 1: "truncated", first + 2: "not a number", first + 3: "unknown op",
                 first + 4: "another solution", first + 5: "params", first + 6: "truncated"}
     for line, word in expected.items():
-        assert any(m.startswith(f"{path}:{line}:") and word in m for m in text), (line, word, text)
+        assert any(m.startswith(f"ah_plugin: {path}:{line}:") and word in m for m in text), (line, word, text)
     assert len(result.entries) == 1
 
 
@@ -119,7 +119,7 @@ def test_validator_mismatch_rejects_whole_file_and_missing_one_warns(tmp_path):
         result = F.read_results(str(path), F.current_validators())
     assert result.rejected and not result.entries
     (msg,) = messages(record)
-    assert msg.startswith(f"{path}:1:") and "PT_VERSION" in msg and "'1.0.0'" in msg
+    assert msg.startswith(f"ah_plugin: {path}:1:") and "PT_VERSION" in msg and "'1.0.0'" in msg
     assert repr(F.current_validators()["PT_VERSION"]) in msg
 
     lines = [line for line in validator_lines().splitlines() if "DEVICE_NAME" not in line]
@@ -133,7 +133,7 @@ def test_validator_mismatch_rejects_whole_file_and_missing_one_warns(tmp_path):
 def test_non_csv_file_is_ignored_with_a_warning(tmp_path, content):
     path = tmp_path / "junk.csv"
     path.write_bytes(content)
-    with pytest.warns(F.TunableFileWarning, match=rf"^{re.escape(str(path))}:1:"):
+    with pytest.warns(F.TunableFileWarning, match=rf"^ah_plugin: {re.escape(str(path))}:1:"):
         result = F.read_results(str(path), F.current_validators())
     assert not result.entries
 

@@ -60,7 +60,9 @@ def test_addmm_is_ranked_like_the_mm_of_its_matrices(capsys):
     assert policy.artifact_for("addmm", addmm.metadata).name == "MMRankingH100"
     policy.select(addmm)
     err = capsys.readouterr().err
-    assert err.count("addmm ranked with MMRankingH100 (mm artifact; no addmm artifact fits)") == 1
+    (said,) = [line for line in err.splitlines() if line.startswith("ah_plugin: addmm on NVIDIA H100 80GB HBM3: ")]
+    assert said.startswith("ah_plugin: addmm on NVIDIA H100 80GB HBM3: ranked by MMRankingH100 (package: ")
+    assert said.endswith(", an mm artifact (no addmm artifact fits)")
     (report,) = policy.stale_report()
     assert (report["artifact"], report["op_name"]) == ("MMRankingH100", "addmm")
     assert report["vanished"] == [] and report["unseen"] == []  # extern_mm stood for extern_addmm

@@ -89,3 +89,27 @@ def test_collect_train_use_benchmarks_only_ranked_choices(tmp_path):
     assert "-- use: TORCHINDUCTOR_AUTOHEURISTIC_USE=mm " in text
     assert text.count("   compiled in ") == 2 and "torch imported in" in text
     assert "0 choices benchmarked in 1 autotuning," in text  # one autotuning, said as one
+
+
+def test_the_demo_says_how_long_it_took_and_keeps_its_files(tmp_path):
+    """The demo command as a user runs it: its last line gives its time and the folder it kept."""
+    import os
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_AUTOHEURISTIC", "AH_"))}
+    env["TMPDIR"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "ah_plugin.demo", "--quick"], capture_output=True, text=True,
+                          env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    found = re.fullmatch(r"The demo took \d+ s\. Its log, artifact and results file are kept in (\S+) \(each "
+                         r"mode's Inductor cache removed; --workdir DIR keeps them\)", last)
+    assert found, last
+    folder = found.group(1)
+    assert os.path.dirname(folder) == str(tmp_path)
+    assert sorted(os.listdir(folder)) == ["artifacts", f"{OP}_log.txt"]
+    assert os.listdir(os.path.join(folder, "artifacts")) == ["_PackedLinearRankingDemo.py"]
+    shutil.rmtree(folder)

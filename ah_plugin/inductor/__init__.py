@@ -13,8 +13,8 @@ is installed, and where each piece hooks in (docs/inductor_versions.md has the t
 * the patches of ``patches/`` for what Inductor has no override point for (fast mode's GEMM-only
   ``mode="max-autotune"`` among them).
 
-Importing this package imports Inductor; ``ah_plugin`` imports it only once a switch asks for the
-plugin (``import torch`` stays free of it otherwise).
+Importing this package imports Inductor; ``ah_plugin`` imports it when a switch asks for the plugin and
+torch has imported Inductor (``ah_plugin.on_inductor_import``: ``import torch`` stays free of it).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch._inductor.config as inductor_config
 
-from .. import aten_margin, cpu_gemm, registry, settings
+from .. import aten_margin, cpu_gemm, decision_words, registry, settings
 from ..policy import AutotuneRequest
 from ..replay_timing import METHOD_REPLAY
 from . import numerical_check, padded_choice, wide_space
@@ -72,8 +72,9 @@ def select(request: AutotuneRequest, current) -> list[str] | None:
             registry.warn_once(("empty", registry.policy_name(policy)),
                                f"ah_plugin: policy {registry.policy_name(policy)} kept no existing choice; ignoring it")
             continue
-        registry.verbose(f"{request.op_name} ({request.stage}): {registry.policy_name(policy)} keeps "
-                         f"{len(keep)} of {len(request.candidates)}")
+        if not getattr(policy, "says_decisions", False):  # the learned ranking says its own, with its reason
+            registry.verbose(f"{decision_words.gemm(request)}: {registry.policy_words(policy)} "
+                             f"{decision_words.kept(keep, request.candidates)}")
         return keep
     return None
 
@@ -253,8 +254,9 @@ def _planned(choices, request: AutotuneRequest, policies, device_type: str, curr
     plan = benchmarker.Plan(timing=timing_method(device_type, current), limits=_limits(request, policies))
     if plan.timing is None and plan.limits is None:
         return choices
-    registry.verbose(f"{request.op_name}: {len(choices)} candidates timed by "
-                     f"{plan.timing or 'Inductor (per call)'}" + (f", limited to {plan.limits}" if plan.limits else ""))
+    how = "CUDA-graph replay" if plan.timing == METHOD_REPLAY else "Inductor (per call)"
+    registry.verbose(f"{decision_words.gemm(request)}: {len(choices)} candidates timed by "
+                     f"{how}" + (f", limited to {plan.limits}" if plan.limits else ""))
     for choice in benchmarker.with_plan(choices, plan):
         choice._ah_plugin_plan = plan
     return choices

@@ -15,6 +15,7 @@ offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo
   (Dynamo's counters): whether a call compiled;
 * ``allow_recompiles(count)``: Dynamo recompiles one function at least ``count`` times before it gives up;
 * ``replay_time_ms(fn)``: replay timing capturing on the CUDA-graph trees' stream (``graph_trees``).
+* ``vec_isa_trusted()``: the CPU's vector ISA probed once, for processes started with fresh caches.
 
 Checked on torch 2.11 and 2.13.
 """
@@ -221,3 +222,19 @@ def count_config_tuning(counts: dict) -> None:
                           ("coordinate_descent_tuning", "coordinate_descent")):
         if hasattr(CachingAutotuner, attr):
             setattr(CachingAutotuner, attr, counting(getattr(CachingAutotuner, attr), counter))
+
+
+VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"  # Inductor's switch: trust the CPU's flags, compile no probe
+
+
+def vec_isa_trusted() -> bool:
+    """Whether processes may be started with ``VEC_ISA_OK=1``: Inductor's CPU path compiles one probe
+    program per vector ISA in every fresh cache (seconds of g++ on a small CPU); this probes them here
+    (once per cache) and answers True when every ISA the CPU's flags name passed, so those processes pick
+    the same ISA without the probes. Every kernel is still compiled."""
+    from torch._inductor import cpu_vec_isa
+
+    probed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list() if isa]
+    with inductor_config.patch({"cpp.vec_isa_ok": True}):
+        trusted = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list.__wrapped__()]  # the flags alone
+    return probed == trusted

@@ -55,9 +55,9 @@ def _register_with_hook() -> None:
         if POLICY not in registry.registered_policies():
             registry.register_policy(POLICY, registry.POSITION_CACHE)
     except Exception as error:  # never break the caller; the plain-request API keeps working
-        import warnings
+        from ah_plugin import messages
 
-        warnings.warn(f"ah_plugin.tunable: the Inductor hook is unavailable ({error!r})", RuntimeWarning)
+        messages.warn(f"results cache: the Inductor hook is unavailable ({error!r})", RuntimeWarning)
 
 
 def policy() -> TunableCachePolicy:

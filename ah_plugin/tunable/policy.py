@@ -70,6 +70,7 @@ class TunableCachePolicy:
     """Stateless front of the process-wide `ResultsStore`."""
 
     name = "tunable"
+    description = "the results cache"  # in the plugin's verbose lines
 
     def cache_key(self) -> str:
         """What Inductor's FX-graph cache key must include so that a changed results file (an edited

@@ -31,6 +31,7 @@ import string
 import warnings
 from dataclasses import dataclass, field
 
+from .. import messages
 from . import params as P
 
 DEFAULT_SOLUTION = "Default"
@@ -43,7 +44,7 @@ class TunableFileWarning(UserWarning):
 
 
 def warn(message: str) -> None:
-    warnings.warn(message, TunableFileWarning, stacklevel=3)
+    messages.warn(message, TunableFileWarning)
 
 
 @dataclass(slots=True)

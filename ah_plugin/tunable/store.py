@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ah_plugin.log_format import write_failure as _write_failure
+from ah_plugin.messages import PREFIX
 
 from . import params as P
 from . import results_file as F
@@ -73,7 +74,7 @@ class Verbose:
                     self._handle = sys.stderr
                 self._name = name
             stream = self._handle
-        stream.write(f"[ah_tunable] {message}\n")
+        stream.write(f"{PREFIX}results cache: {message}\n")
         stream.flush()
 
 

@@ -1,0 +1,68 @@
+"""Switching on from the environment imports nothing of Inductor at ``import torch``; the hooks are in
+before any compile, whichever way Inductor is first imported. Each case is a fresh interpreter switched on
+by the environment alone, through the installed entry point (real torch, real imports, no compile)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+PROBE = r"""
+import sys, threading
+import torch, ah_plugin
+assert "torch._inductor" not in sys.modules and "ah_plugin.inductor" not in sys.modules, "imported at import torch"
+status = ah_plugin.status()
+assert status["installed"] and status["waiting_for_inductor"] and status["policies"] == [], status
+FIRST_USE
+adapter = sys.modules["ah_plugin.inductor"]
+assert adapter.is_installed() and not ah_plugin.status()["waiting_for_inductor"]
+assert hasattr(torch._inductor.list_mode_options, "__wrapped__"), "mode options not wrapped"
+print("policies", ah_plugin.status()["policies"])
+"""
+
+FIRST_USES = {
+    # torch.compile imports Dynamo, which imports Inductor half-way through its own import
+    "torch.compile": 'compiled = torch.compile(lambda x: x.relu(), mode="max-autotune")',
+    "config import": "import torch._inductor.config",
+    "attribute": "torch._inductor.config.freezing = True",
+    "the adapter": "from ah_plugin import inductor",
+    "dynamo": "import torch._dynamo",
+    "another thread": "t = threading.Thread(target=lambda: __import__('torch._inductor.config')); t.start(); t.join()",
+}
+
+
+def fresh(code: str, **variables) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_AUTOHEURISTIC", "AH_"))}
+    env.update(variables)
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("first_use", sorted(FIRST_USES))
+def test_the_hooks_go_in_when_inductor_is_first_imported(first_use):
+    done = fresh(PROBE.replace("FIRST_USE", FIRST_USES[first_use]), TORCHINDUCTOR_AUTOHEURISTIC_USE="mm",
+                 AH_PLUGIN_VERBOSE="1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "policies ['RankingPolicy']" in done.stdout
+    if first_use == "torch.compile":  # torch.compile itself read the mode's options through the hook
+        assert "mode='max-autotune' autotunes GEMMs only" in done.stderr, done.stderr[-3000:]
+
+
+def test_switched_off_before_inductor_nothing_goes_in():
+    code = ("import sys, torch, ah_plugin; ah_plugin.uninstall(); import torch._inductor.config; "
+            "print('adapter' if 'ah_plugin.inductor' in sys.modules else 'none', ah_plugin.status()['installed'])")
+    done = fresh(code, TORCHINDUCTOR_AUTOHEURISTIC_USE="mm")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["none", "False"]
+
+
+def test_a_verbose_run_that_never_compiles_says_so():
+    done = fresh("import torch", TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_VERBOSE="1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "at exit: nothing compiled (torch never imported Inductor)" in done.stderr
