@@ -55,7 +55,11 @@ def _sync_policies() -> None:
             _OURS[role] = policy
 
 
-_PENDING = {"activation": False}
+def install_hooks() -> None:
+    """The Inductor adapter's hooks in (idempotent): what registering a policy needs."""
+    from . import inductor
+
+    inductor.install()
 
 
 def activate_from_environment() -> None:
@@ -77,13 +81,7 @@ def _install_from_environment() -> None:
 
     if not settings.current().active:
         return
-    adapter = sys.modules.get("ah_plugin.inductor")
-    if adapter is not None and not hasattr(adapter, "install"):
-        # Inductor's import came from inside the adapter's own first import (it imports Inductor): the
-        # adapter activates when that import finishes
-        _PENDING["activation"] = True
-        return
-    from . import inductor
+    from . import inductor  # complete: Inductor's first import inside the adapter's is waited out
 
     inductor.install()
     try:
@@ -108,13 +106,6 @@ def _exit_line_if_verbose() -> None:
     from . import exit_summary
 
     exit_summary.register_if_verbose(status)
-
-
-def finish_pending_activation() -> None:
-    """Called by the adapter at the end of its first import: the activation the entry point deferred."""
-    if _PENDING["activation"]:
-        _PENDING["activation"] = False
-        _install_from_environment()
 
 
 def require_active_from_environment() -> dict:

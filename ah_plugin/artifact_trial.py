@@ -44,7 +44,7 @@ STARTUP_S = 60.0  # for the trial process to start and import the loader (a load
 FOLDER = os.path.join("ah_plugin", "artifact_trials")
 _TRIED_WITH = "tried in a separate process"
 
-# The trial process: limits first, the program's sys.path, then the trial itself (``child``).
+# The trial process: limits first, the program's sys.path, then the trial itself (``artifact_trial_child``).
 _CHILD = """
 import json, sys
 try:
@@ -53,8 +53,8 @@ try:
 except (ImportError, ValueError, OSError):
     pass
 sys.path[:] = json.loads(sys.argv[2])
-from ah_plugin import artifact_trial
-artifact_trial.child(sys.argv[1], int(sys.argv[4]))
+from ah_plugin import artifact_trial_child
+artifact_trial_child.child(sys.argv[1], int(sys.argv[4]))
 """
 
 
@@ -73,7 +73,7 @@ def cache_folder() -> str:
 
 def _key(source: bytes) -> str:
     torch = sys.modules.get("torch")
-    from . import __version__
+    from .version import __version__
 
     versions = f"python {sys.version}; torch {getattr(torch, '__version__', 'none')}; ah_plugin {__version__}"
     return hashlib.sha256(source + b"\0" + versions.encode()).hexdigest()
@@ -206,52 +206,6 @@ def _follow(proc: subprocess.Popen, fd: int) -> tuple[str | None, bool]:
             return f"{rest} ({_TRIED_WITH}); not run in this program", True
         elif word == "done":
             return None, True
-
-
-# --------------------------------------------------------------------------------------------------
-# the child's side
-
-
-def _made_up_inputs(attributes: dict, instance) -> tuple[dict, dict]:
-    """Metadata and features of the kind the plugin passes, for the artifact's own op and device."""
-    metadata = {"name": attributes["op_name"], "device_capa": tuple(getattr(instance, "device_capa", (0, 0))),
-                "shared_memory": getattr(instance, "shared_memory", 0),
-                "device_name": (attributes["device_names"] or ("cpu",))[0]}
-    features = {name: 64 for name in getattr(instance, "numerical_features", ()) or ()}
-    features.update({name: "torch.float16" for name in getattr(instance, "categorical_features", ()) or ()})
-    return metadata, features
-
-
-def child(path: str, out: int) -> None:
-    """The trial (in the child process): execute the file, then call each artifact once; progress lines
-    on descriptor ``out``, which the parent reads. An exception a call raises on made-up inputs is no
-    verdict (the guard contains exceptions); an exception while executing the file is."""
-    from . import artifact_loader
-
-    def say(*words: str) -> None:
-        os.write(out, (" ".join(words).replace("\n", " ") + "\n").encode("utf-8", "replace"))
-
-    sys.argv = [path]
-    say("step", "executing it")
-    try:
-        found = artifact_loader._execute(path, "ah_plugin._artifact_on_trial")
-    except BaseException as error:  # noqa: B036 - a trial reports everything
-        say("problem", "executing it", artifact_guard.describe(error, path))
-        return
-    for instance, attributes in found:
-        if not isinstance(attributes, dict):
-            continue
-        try:
-            metadata, features = _made_up_inputs(attributes, instance)
-        except BaseException:  # noqa: B036 - odd attributes: the calls get empty inputs
-            metadata, features = {"name": attributes["op_name"]}, {}
-        for method, argument in (("check_precondition", metadata), ("rank", features)):
-            say("step", f"class {type(instance).__name__}: {method}()")
-            try:
-                getattr(instance, method)(dict(argument))
-            except BaseException:  # noqa: B036 - made-up inputs may well be refused
-                pass
-    say("done")
 
 
 __all__ = ["verdict", "run_trial", "cache_folder", "MEMORY_LIMIT_BYTES", "STARTUP_S"]

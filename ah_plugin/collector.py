@@ -25,6 +25,16 @@ from .verbose_output import say
 log = logging.getLogger(__name__)
 
 
+# upstream's default log path, under Inductor's cache folder: given by the adapter when it installs (rows are
+# written only from its feedback hook), so that this module imports nothing of it
+_default_log_path: list = [None]
+
+
+def use_default_log_path(path_for) -> None:
+    """``path_for(op_name, device_name, device_type)`` gives the log path when none is set."""
+    _default_log_path[0] = path_for
+
+
 @dataclass
 class CollectStats:
     """What this process logged: inputs, rows, and choices left out for lack of a timing."""
@@ -62,11 +72,12 @@ class CollectorPolicy:
         path = self._log_path or settings.current().log_path
         if path:
             return path.replace("{op}", request.op_name)
-        from .inductor import default_log_path  # lazy: the adapter is installed by the time rows are written
-
+        if _default_log_path[0] is None:
+            raise RuntimeError("no log path: set TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH (the Inductor adapter, which "
+                               "knows Inductor's cache folder, is not installed)")
         name = str(request.metadata.get("device_name", "cpu"))
         device_type = "cpu" if tuple(request.metadata.get("device_capa", (0, 0))) == (0, 0) else "cuda"
-        return default_log_path(request.op_name, name, device_type)
+        return _default_log_path[0](request.op_name, name, device_type)
 
     def rows_for(self, request: AutotuneRequest, timings: dict[str, float]) -> list[str]:
         """Formatted rows, one per timed choice, in the request's candidate order."""

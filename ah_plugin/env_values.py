@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import threading
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -46,10 +47,13 @@ def warn_bad(name: str, value: str, expected: str, instead: str, category=Settin
         if (name, value) in _warned:
             return
         _warned.add((name, value))
-    from .env_names import value_hint
     from .messages import warn
 
-    warn(f"{name}={value!r} is not {expected}{value_hint(name, value, expected)}; {instead}", category)
+    # the "did you mean" of env_names, loaded by every switch-on that reads the variables; looked up, not
+    # imported: env_names reads this module's words
+    names = sys.modules.get("ah_plugin.env_names")
+    hint = names.value_hint(name, value, expected) if names is not None else ""
+    warn(f"{name}={value!r} is not {expected}{hint}; {instead}", category)
 
 
 _ASCII_INT = re.compile(r"[+-]?[0-9]+")

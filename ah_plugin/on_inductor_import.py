@@ -6,7 +6,8 @@ imports), but ``import torch``, which switches the plugin on, does not import In
 first ``torch.compile`` (through ``torch._dynamo``), or a program does (``torch._inductor.config``). So
 ``call_when_imported`` puts a finder at the front of ``sys.meta_path``. While it waits, it wraps the
 loader of each ``torch.*`` module imported from outside torch (the outermost imports: ``torch._dynamo``,
-``torch._inductor``); when one of those has finished, with everything it imported, and Inductor is loaded
+``torch._inductor``) and of the plugin's adapter, which imports Inductor itself (so the call never finds the
+adapter half imported); when one of those has finished, with everything it imported, and Inductor is loaded
 and complete, the finder takes itself out and makes the call. Nothing of Inductor can run before that: a
 compile starts only after the import that brought Inductor in has returned. The call runs in the
 importing thread; an exception in it is the caller's to contain (it runs inside the user's import).
@@ -18,7 +19,8 @@ import importlib.abc
 import sys
 import threading
 
-WATCHED = "torch."
+# torch's modules, and the plugin's adapter, which imports Inductor itself: a call waits for the outermost
+WATCHED = ("torch.", "ah_plugin.inductor")
 INDUCTOR = "torch._inductor"
 _COMPANIONS = (INDUCTOR, "torch._dynamo")  # imported into each other: both complete before the call
 

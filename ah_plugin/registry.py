@@ -14,6 +14,7 @@ Messages: verbose ones go through ``verbose_output.say`` on this package's logge
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 
 from . import settings
@@ -92,9 +93,9 @@ def register_policy(policy, position: int = POSITION_HEURISTIC):
         _policies.append((int(position), _counter[0], policy))
         _policies.sort(key=lambda entry: (entry[0], entry[1]))
     try:
-        from . import inductor  # lazy: importing the registry must not import Inductor
-
-        inductor.install()
+        # the plugin's front installs the adapter (importing the registry must not import Inductor); looked up,
+        # not imported: the package is imported before any of its modules, and the adapter imports this one
+        sys.modules["ah_plugin"].install_hooks()
     except Exception as exc:  # never break the caller (often an import at startup)
         warn_once("install", f"could not install the Inductor hooks ({exc!r}); plugin inactive")
     return policy

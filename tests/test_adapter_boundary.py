@@ -30,16 +30,7 @@ _BY_NAME = frozenset({"import_module", "__import__", "find_spec", "patch", "geta
 
 # Import edges that close a circle and stay until activation changes; each must still close one (the test
 # below fails once it does not, so the list only shrinks). Both are the plugin switching itself on:
-ALLOWED_EDGES = {
-    # ``register_policy`` installs the adapter's hooks (a registered policy must act). To go: the package's
-    # front installs the adapter after registering (``ah_plugin.__init__`` or a small activation module),
-    # so that the registry, which every adapter module imports, imports nothing of the adapter.
-    ("ah_plugin.registry", "ah_plugin.inductor"),
-    # ``_finish_import``: the adapter's first import finishes the activation that ``import torch``'s entry
-    # point deferred while Inductor was being imported. To go: activation waits for Inductor outside the
-    # adapter, so that importing the adapter has no side effect.
-    ("ah_plugin.inductor", "ah_plugin"),
-}
+ALLOWED_EDGES: set = set()  # import edges allowed to close a circle: none
 
 
 # --------------------------------------------------------------------------- torch internals

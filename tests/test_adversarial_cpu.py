@@ -472,7 +472,7 @@ def test_a_file_that_is_not_a_results_file_is_never_written(cache_file):
         assert store().write() is False
         store_module._write_at_exit()
     said = [str(w.message) for w in caught]
-    assert len(said) == 1 and said[0].startswith(f"{cache_file}:1: not a results file"), said
+    assert len(said) == 1 and said[0].startswith(f"ah_plugin: {cache_file}:1: not a results file"), said
     assert "never moved, replaced or written to" in said[0] and "stay in memory" in said[0]
     assert cache_file.read_text() == SCRIPT and stat.S_IMODE(cache_file.stat().st_mode) == 0o755
     assert sorted(p.name for p in cache_file.parent.iterdir() if p.name.startswith("res0")) == ["res0.csv"]
@@ -494,7 +494,7 @@ def test_side_files_are_never_opened_through_a_link(cache_file, tmp_path, side):
         store_module._write_at_exit()  # the compaction would move the corrupt line aside
     assert victim.read_text() == "not yours\n"
     said = _said(caught, f"res0.csv{side} is a symbolic link")
-    assert len(said) == 1 and said[0].startswith(f"{cache_file}: cannot write (RefusedFile"), said
+    assert len(said) == 1 and said[0].startswith(f"ah_plugin: {cache_file}: cannot write (RefusedFile"), said
     data = cache_file.read_bytes()
     assert corrupt in data
     assert (f"packed_linear,{key_of(66)},{CPP},0.1".encode() in data) == (side == ".unreadable")  # no lock: no write
@@ -696,7 +696,7 @@ def test_a_value_that_only_looks_right_is_refused_and_named(monkeypatch, tunable
     with pytest.warns(env_values.SettingsWarning) as record:
         assert getter() == unset
     (message,) = [str(w.message) for w in record]
-    assert message.startswith(f"{name}={value!r} is not ") and said in message, message
+    assert message.startswith(f"ah_plugin: {name}={value!r} is not ") and said in message, message
 
 
 def test_a_home_folder_in_a_path_is_expanded(monkeypatch, tunable_env, tmp_path):

@@ -25,7 +25,7 @@ import torch
 import torch._inductor.config as inductor_config
 from torch._inductor import select_algorithm
 
-from .. import registry, settings
+from .. import collector, registry, settings
 from . import autotune, choices, contract
 from .patches import benchmarker, builtin_autoheuristic, compile_once, lowerings, mode_options, pad_mm
 from .requests import build_request, caller_ids, default_log_path, device_metadata, ktc_ids
@@ -126,6 +126,7 @@ def install() -> None:
     lowerings.install(_lowering_plan)
     compile_once.install(_acting, _compile_once)
     choices.install(inductor_config, _state["nonce"])
+    collector.use_default_log_path(default_log_path)
     _state["installed"] = True
     contract.report(lambda message: registry.warn_once("contract", message), registry.verbose)
     lacking = builtin_autoheuristic.builtin_lacks(settings.builtin_only_requested())
@@ -166,16 +167,3 @@ builtin_would_act = builtin_autoheuristic.builtin_would_act
 
 __all__ = ["install", "uninstall", "is_installed", "build_request", "caller_ids", "ktc_ids", "default_log_path",
            "builtin_would_act"]
-
-
-def _finish_import() -> None:
-    """The activation ``import torch``'s entry point deferred while this package was first imported."""
-    import ah_plugin  # the parent package, imported before this one
-
-    try:
-        ah_plugin.finish_pending_activation()
-    except Exception as exc:  # as the entry point: never break the import
-        registry.warn_once("activate", f"ah_plugin: not activated ({exc!r}); torch runs without it")
-
-
-_finish_import()

@@ -28,7 +28,6 @@ import math
 import os
 import re
 import string
-import warnings
 from dataclasses import dataclass, field
 
 from .. import messages
