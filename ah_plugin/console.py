@@ -2,7 +2,8 @@
 
 ``ah-plugin`` alone (or ``--help``) lists the tools. Each runs the ``main`` of the module named in
 ``TOOLS``, as ``python -m <module>`` would, and its ``--help`` names it as run here. The older
-``python -m torchgen_ah.<name>`` commands (``OLD_NAMES``) keep working: ``torchgen_ah`` resolves them
+``python -m torchgen_ah.<name>`` commands, and the studies' ``torchgen_ah.evaluation.<name>`` from before
+they moved to ``torchgen_ah.evaluation.studies`` (``OLD_NAMES``), keep working: ``torchgen_ah`` resolves them
 from this table. The offline tools need the ``tools`` extra (``pip install 'ah-plugin[tools]'``); a tool
 run without it says so in one line. Standard library only: the command starts without torch.
 """
@@ -50,8 +51,15 @@ TOOLS = {
     "tune": Tool("ah_plugin.tunable.offline:_main", "tune the shapes a results cache recorded untuned"),
 }
 
+#: the modules of ``torchgen_ah.evaluation.studies`` (the studies behind benchmarks/RESULTS.md), which
+#: were ``torchgen_ah.evaluation.<name>`` before
+STUDIES = ("compile_pool_report", "family_timings", "fast_heldout", "gemm_families", "h200_eval_rescore",
+           "h200_quality", "kernel_groups", "method_agreement", "model_ceiling", "pad_decision", "quality_ceiling",
+           "rep_consistency", "roofline", "run_agreement", "step_profile")
+
 #: older ``python -m`` name -> the module that runs under it
 OLD_NAMES = {tool.old_name: tool.target.split(":")[0] for tool in TOOLS.values() if tool.old_name}
+OLD_NAMES.update({f"torchgen_ah.evaluation.{name}": f"torchgen_ah.evaluation.studies.{name}" for name in STUDIES})
 
 TOOLS_EXTRA = "pip install 'ah-plugin[tools]'"
 #: what the tools extra installs, by import name

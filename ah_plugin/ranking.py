@@ -237,7 +237,7 @@ def lone_template_share(confidence: float | None, cpu: bool) -> float:
     """The ranking share at which fast mode keeps a template alone: ``confidence`` when set (``AH_PLUGIN_CONFIDENCE``;
     never = infinity), else 0.8 on a CPU, whose artifacts come from the user's own program, and never on a
     GPU (held out at 0.8, the packaged H200 recipe kept templates alone that ran 1.3-6.5x cuBLAS's time on 6
-    of 92 GEMMs: ``python -m torchgen_ah.evaluation.fast_heldout ... --confidence 0.8``)."""
+    of 92 GEMMs: ``python -m torchgen_ah.evaluation.studies.fast_heldout ... --confidence 0.8``)."""
     if confidence is not None:
         return confidence
     return CPU_CONFIDENCE if cpu else math.inf

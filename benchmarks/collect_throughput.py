@@ -36,7 +36,7 @@ import time
 
 from torchgen_ah.datagen.shape_sampler import sample_mm_input
 from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
-from torchgen_ah.evaluation.run_agreement import compare, per_choice_medians, repetition_spread
+from torchgen_ah.evaluation.studies.run_agreement import compare, per_choice_medians, repetition_spread
 from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

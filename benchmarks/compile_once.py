@@ -188,7 +188,7 @@ def main(argv=None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    from torchgen_ah.evaluation.family_timings import parse_shapes
+    from torchgen_ah.evaluation.studies.family_timings import parse_shapes
 
     if args.child is not None:
         print(json.dumps(child(parse_shapes(args.child), args.mode or None)))

@@ -2,7 +2,7 @@
 --compile-pool), on the same inputs: throughput, time under the device lock, agreement of the timings.
 
 Reads the two arms of ``gpu_jobs/compile_pool_ab.sh``; the figures are
-``torchgen_ah.evaluation.compile_pool_report`` (docs/datagen.md, "Compile pool"). This is its command line.
+``torchgen_ah.evaluation.studies.compile_pool_report`` (docs/datagen.md, "Compile pool"). This is its command line.
 
     python benchmarks/compile_pool_ab.py --inductor DIR_A --in-process DIR_B [--write]
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from torchgen_ah.evaluation.compile_pool_report import report
+from torchgen_ah.evaluation.studies.compile_pool_report import report
 from torchgen_ah.evaluation.results_section import publish
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")

@@ -1,7 +1,7 @@
 """Ship check for MMRankingH200: re-score a committed H200 evaluation run with it, beside the packaged ranking.
 
 The training, the two artifact folders, the scores and the verdict are
-``torchgen_ah.evaluation.h200_eval_rescore`` (docs/trainer.md, "Ship check"); this is its command line. No
+``torchgen_ah.evaluation.studies.h200_eval_rescore`` (docs/trainer.md, "Ship check"); this is its command line. No
 GPU: the run's logs hold every timing.
 
     python benchmarks/h200_eval_rescore.py [--run benchmarks/runs/evaluate_h200] [--datasets datasets/h200]
@@ -15,7 +15,7 @@ import os
 import sys
 
 from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES
-from torchgen_ah.evaluation.h200_eval_rescore import run
+from torchgen_ah.evaluation.studies.h200_eval_rescore import run
 from torchgen_ah.evaluation.results_section import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,6 +1,6 @@
 """The held-out bar: MMRankingH200 vs torch's shipped and our regenerated MMRankingH100 on held-out H200 inputs.
 
-The protocol, the rankers and the report are ``torchgen_ah.evaluation.h200_quality`` (docs/trainer.md);
+The protocol, the rankers and the report are ``torchgen_ah.evaluation.studies.h200_quality`` (docs/trainer.md);
 this is its command line. Run it from the repository: paths in the report are relative to the current folder.
 
     python benchmarks/h200_quality.py [--datasets datasets/h200] [--out-dir DIR] [--no-write] [--no-rotation]
@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from torchgen_ah.evaluation.h200_quality import run
+from torchgen_ah.evaluation.studies.h200_quality import run
 from torchgen_ah.evaluation.results_section import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

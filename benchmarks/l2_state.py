@@ -34,7 +34,7 @@ MAX_COPIES = 64
 
 def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     """``MxKxN,...`` into (m, k, n) tuples (family_timings' parser); at least one shape."""
-    from torchgen_ah.evaluation.family_timings import parse_shapes as parse_mkn
+    from torchgen_ah.evaluation.studies.family_timings import parse_shapes as parse_mkn
 
     out = parse_mkn(text)
     if not out:

@@ -26,7 +26,7 @@ import sys
 from torchgen_ah.data.ah_log import input_keys, read_log
 from torchgen_ah.data.merge import metadata_differences
 from torchgen_ah.evaluation.results_section import publish
-from torchgen_ah.evaluation.run_agreement import compare, per_choice_medians
+from torchgen_ah.evaluation.studies.run_agreement import compare, per_choice_medians
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
 SECTION = "multigpu_collect"

@@ -1,6 +1,6 @@
 """Repetition consistency of a collected log: would the second repetition pick the same kernel as the first?
 
-The figures are ``torchgen_ah.evaluation.rep_consistency``; this is its command line.
+The figures are ``torchgen_ah.evaluation.studies.rep_consistency``; this is its command line.
 
     python benchmarks/rep_consistency.py datasets/h200/h200_mm.txt.gz --part "one worker per GPU=0:5802" \\
         --part "two workers per GPU=5802:" --write
@@ -16,7 +16,7 @@ import os
 import sys
 
 from ah_plugin.log_format import AHLogError
-from torchgen_ah.evaluation.rep_consistency import parse_part, report
+from torchgen_ah.evaluation.studies.rep_consistency import parse_part, report
 from torchgen_ah.evaluation.results_section import publish
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

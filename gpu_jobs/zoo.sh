@@ -41,6 +41,6 @@ case "$PART" in
   a) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$A_MODELS}")" ;;
   b) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$B_MODELS}")" ;;
   rest) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$A_MODELS,$B_MODELS}" "${DONE:+--skip-done $DONE}")" ;;
-  profile) bash gpu_jobs/run_batch.sh "profile:${PROFILE_S:-300}:python3 -m torchgen_ah.evaluation.step_profile ${MODELS:+--models $MODELS} --steps ${STEPS:-10} --max-minutes $(python3 -c "print(round(max(${PROFILE_S:-300} - 90, 60) / 60, 2))") --out \$OUT/profile --results \$OUT/RESULTS.md; rm -rf \$OUT/profile/caches_*" ;;
+  profile) bash gpu_jobs/run_batch.sh "profile:${PROFILE_S:-300}:python3 -m torchgen_ah.evaluation.studies.step_profile ${MODELS:+--models $MODELS} --steps ${STEPS:-10} --max-minutes $(python3 -c "print(round(max(${PROFILE_S:-300} - 90, 60) / 60, 2))") --out \$OUT/profile --results \$OUT/RESULTS.md; rm -rf \$OUT/profile/caches_*" ;;
   *) echo "zoo.sh: PART=$PART: use a, b, rest or profile" >&2; exit 2 ;;
 esac

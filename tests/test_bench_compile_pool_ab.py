@@ -1,4 +1,4 @@
-"""The compile-pool A/B: its report (torchgen_ah.evaluation.compile_pool_report) on real H200 rows and journals with known changes
+"""The compile-pool A/B: its report (torchgen_ah.evaluation.studies.compile_pool_report) on real H200 rows and journals with known changes
 (every figure has a known answer), and gpu_jobs/compile_pool_ab.sh run through the real two_lanes.sh and
 run_batch.sh with a stand-in collector, so both lanes' tarballs are checked to hold what the benchmark
 reads."""
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from torchgen_ah.data.ah_log import read_log, write_log
-from torchgen_ah.evaluation import compile_pool_report as ab
+from torchgen_ah.evaluation.studies import compile_pool_report as ab
 
 ROOT = Path(__file__).resolve().parents[1]
 

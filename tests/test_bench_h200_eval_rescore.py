@@ -1,4 +1,4 @@
-"""The H200 ship check (torchgen_ah.evaluation.h200_eval_rescore, benchmarks/h200_eval_rescore.py) on the committed H200 evaluation run and H200 data: both rankers scored
+"""The H200 ship check (torchgen_ah.evaluation.studies.h200_eval_rescore, benchmarks/h200_eval_rescore.py) on the committed H200 evaluation run and H200 data: both rankers scored
 on the same inputs through the plugin's USE policy, the H200 artifact really chosen, the overlap with the
 training data counted from the logs, the verdict following the figures, and the run left untouched."""
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from torchgen_ah.data.ah_log import input_keys, read_log
-from torchgen_ah.evaluation import h200_eval_rescore as rs
+from torchgen_ah.evaluation.studies import h200_eval_rescore as rs
 from torchgen_ah.evaluation.policies import summarize
 
 ROOT = Path(__file__).resolve().parents[1]

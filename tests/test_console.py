@@ -1,6 +1,7 @@
 """The ``ah-plugin`` command and the older ``python -m torchgen_ah.<name>`` names: every tool is listed and
-runs under the name it was started with, a misspelled tool is named with the closest one, and every
-``python -m`` command the documents name resolves to a module."""
+runs under the name it was started with, a misspelled tool is named with the closest one, every study
+moved to ``torchgen_ah.evaluation.studies`` still runs under its previous name, and every ``python -m``
+command the documents name resolves to a module."""
 
 from __future__ import annotations
 
@@ -45,7 +46,29 @@ def test_a_misspelled_tool_is_named_with_the_closest(capsys):
 def test_the_older_names_run_the_same_main():
     for old, module in console.OLD_NAMES.items():
         aliased, real = importlib.import_module(old), importlib.import_module(module)
-        assert aliased.main.__code__.co_filename == real.main.__code__.co_filename, old
+        assert aliased.__file__ == real.__file__, old
+        if hasattr(real, "main"):
+            assert aliased.main.__code__.co_filename == real.main.__code__.co_filename, old
+
+
+def test_every_study_moved_to_its_package_resolves_under_its_previous_name():
+    studies = REPO / "torchgen_ah" / "evaluation" / "studies"
+    for name in console.STUDIES:
+        old, new = f"torchgen_ah.evaluation.{name}", f"torchgen_ah.evaluation.studies.{name}"
+        assert not (studies.parent / f"{name}.py").exists(), f"{name} is in both packages"
+        assert console.OLD_NAMES[old] == new
+        spec = importlib.util.find_spec(old)
+        assert spec is not None and spec.name == old, old
+        assert Path(spec.origin) == studies / f"{name}.py"
+
+
+@pytest.mark.parametrize("old", ["torchgen_ah.evaluation.step_profile", "torchgen_ah.evaluation.fast_heldout"])
+def test_a_studys_previous_name_runs_as_before(old):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith(f"usage: python -m {old.replace('evaluation.', 'evaluation.studies.')}")
 
 
 def documented_modules() -> set[str]:

@@ -17,7 +17,7 @@ import pytest
 
 from ah_plugin.log_format import AHLogError
 from torchgen_ah.data.ah_log import read_log, write_log
-from torchgen_ah.evaluation import h200_quality as hq
+from torchgen_ah.evaluation.studies import h200_quality as hq
 from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
 
 ROOT = Path(__file__).resolve().parents[1]

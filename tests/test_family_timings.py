@@ -1,4 +1,4 @@
-"""The padding and epilogue report (torchgen_ah.evaluation.family_timings) without a GPU: its shape
+"""The padding and epilogue report (torchgen_ah.evaluation.studies.family_timings) without a GPU: its shape
 arguments, the padded sizes, and the report of a finished run's JSON written as a RESULTS section."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from torchgen_ah.evaluation import family_timings as ft
+from torchgen_ah.evaluation.studies import family_timings as ft
 
 RUN = {"device": "NVIDIA H200", "torch": "2.11.0",
        "padding": [{"m": 13, "k": 1000, "n": 4099, "pad_to": 16, "cublas_us": 11.4, "padded_runtime_us": 17.4,

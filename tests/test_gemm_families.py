@@ -9,7 +9,7 @@ import pytest
 
 from ah_plugin import choice_ids
 from ah_plugin.log_format import append_rows, format_row, header_columns
-from torchgen_ah.evaluation import gemm_families as gf
+from torchgen_ah.evaluation.studies import gemm_families as gf
 from mm_log_meta import MM_LOG_METADATA
 
 REPLAY_META = {**MM_LOG_METADATA, "timing": "cudagraph_replay"}

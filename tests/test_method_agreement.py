@@ -13,7 +13,7 @@ from ah_plugin import choice_ids
 from ah_plugin.log_format import append_rows, format_row, header_columns
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import input_keys, read_log
-from torchgen_ah.evaluation import method_agreement as ma
+from torchgen_ah.evaluation.studies import method_agreement as ma
 from mm_log_meta import MM_LOG_METADATA
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""torchgen_ah.evaluation.model_ceiling on the committed replay log: the most GEMM selection could save per
+"""torchgen_ah.evaluation.studies.model_ceiling on the committed replay log: the most GEMM selection could save per
 model step, the GEMMs the log lacks, and bad input named by file and line."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pandas")
 
-from torchgen_ah.evaluation import model_ceiling  # noqa: E402
+from torchgen_ah.evaluation.studies import model_ceiling  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = os.path.join(REPO, "datasets", "h200_replay", "h200_replay_mm.txt.gz")
@@ -44,11 +44,11 @@ def test_the_command_line_takes_offs_median_step_and_names_bad_lines(tmp_path):
     lines.append({"model": "llama_decode", "mode": "fast", "step_ms": 9.0})
     e2e.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     assert model_ceiling.off_steps([str(e2e)]) == {"llama_decode": 0.45}
-    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.model_ceiling", "--e2e", str(e2e),
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.studies.model_ceiling", "--e2e", str(e2e),
                            "--log", LOG], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "| llama_decode | 0.450 | 29 |" in proc.stdout
     e2e.write_text(json.dumps(lines[0]) + "\n" + json.dumps({"mode": "off"}) + "\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.model_ceiling", "--e2e", str(e2e),
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.studies.model_ceiling", "--e2e", str(e2e),
                            "--log", LOG], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 1 and f"{e2e}:2: an e2e_models results line needs 'model'" in proc.stderr

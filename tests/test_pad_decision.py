@@ -1,4 +1,4 @@
-"""torchgen_ah.evaluation.pad_decision on the committed H200 files (padding timings and the unaligned replay
+"""torchgen_ah.evaluation.studies.pad_decision on the committed H200 files (padding timings and the unaligned replay
 log, the packaged ranking): fast mode's padding opinion scored against the pad_mm pass's own rule."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from torchgen_ah.evaluation import pad_decision
+from torchgen_ah.evaluation.studies import pad_decision
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMINGS = ROOT / "benchmarks" / "runs" / "fast_h200_models" / "family_timings_unaligned.json"

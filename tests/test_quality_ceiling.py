@@ -1,4 +1,4 @@
-"""torchgen_ah.evaluation.quality_ceiling on the committed replay logs: the ceiling per GEMM, the shapes
+"""torchgen_ah.evaluation.studies.quality_ceiling on the committed replay logs: the ceiling per GEMM, the shapes
 without a logged template, and bad input named by file and line."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pandas")
 
-from torchgen_ah.evaluation import quality_ceiling  # noqa: E402
+from torchgen_ah.evaluation.studies import quality_ceiling  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG = os.path.join(REPO, "datasets", "h200_replay", "h200_replay_mm.txt.gz")
@@ -44,12 +44,12 @@ def test_the_command_line_reports_the_summary_and_names_bad_lines(tmp_path):
     kernels = tmp_path / "kernels.jsonl"
     kernels.write_text("".join(json.dumps(line) + "\n" for line in _lines(SHAPE, 11.8, 12.0)), encoding="utf-8")
     out = tmp_path / "ceiling.json"
-    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.quality_ceiling", str(kernels),
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.studies.quality_ceiling", str(kernels),
                            "--log", LOG, "--json", str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "1 GEMMs with off, default and a logged template" in proc.stdout
     assert json.loads(out.read_text())["summary"]["gemms_at_bar"] == 1  # 8.9 us against 11.8: over 1.05x
     kernels.write_text(json.dumps(_lines(SHAPE, 1, 1)[0]) + "\n{oops\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.quality_ceiling", str(kernels),
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.studies.quality_ceiling", str(kernels),
                            "--log", LOG], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 1 and f"{kernels}:2: not a JSON line" in proc.stderr

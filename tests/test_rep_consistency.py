@@ -1,4 +1,4 @@
-"""Repetition consistency (torchgen_ah.evaluation.rep_consistency and its command line,
+"""Repetition consistency (torchgen_ah.evaluation.studies.rep_consistency and its command line,
 benchmarks/rep_consistency.py) on a real log file written by the collector's row format."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ah_plugin.log_format import append_rows, format_row
-from torchgen_ah.evaluation import rep_consistency as rc
+from torchgen_ah.evaluation.studies import rep_consistency as rc
 from mm_log_meta import MM_LOG_METADATA
 
 ROOT = Path(__file__).resolve().parents[1]

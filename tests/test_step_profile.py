@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from torchgen_ah.evaluation import kernel_groups, roofline, step_profile
+from torchgen_ah.evaluation.studies import kernel_groups, roofline, step_profile
 
 # names as torch.profiler reports them on an H200 (cuBLAS, CUTLASS, flash and memory-efficient attention, aten)
 # and as Inductor names its Triton kernels

@@ -1,4 +1,4 @@
-"""The issue-5 bar (torchgen_ah.evaluation.h200_quality, benchmarks/h200_quality.py) on the real H200 logs (datasets/h200): the split, the three-ranker table, the
+"""The issue-5 bar (torchgen_ah.evaluation.studies.h200_quality, benchmarks/h200_quality.py) on the real H200 logs (datasets/h200): the split, the three-ranker table, the
 edge cases of a tiny dataset, and torchgen_ah.training.ranker_scoring's rule for unknown choices."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from torchgen_ah.data.ah_log import input_keys, read_log, write_log
 from torchgen_ah.data.heldout import is_heldout
-from torchgen_ah.evaluation import h200_quality as hq
+from torchgen_ah.evaluation.studies import h200_quality as hq
 from torchgen_ah.training.ranker_scoring import orders_from_rankings, paired_ratio_interval, score_ranker
 
 ROOT = Path(__file__).resolve().parents[1]

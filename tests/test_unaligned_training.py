@@ -15,7 +15,7 @@ import pytest
 
 from ah_plugin import features
 from torchgen_ah.datagen.shape_sampler import MMInput
-from torchgen_ah.evaluation import fast_heldout
+from torchgen_ah.evaluation.studies import fast_heldout
 from torchgen_ah.mm import train_decision_mm as mm
 from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM, mm_tensor_descriptions
 
@@ -108,7 +108,7 @@ def test_fast_mode_held_out_on_the_committed_logs(tmp_path):
     assert len(unaligned_n) == 8 and all(r["kept"] == "template kept" for r in unaligned_n)
     assert all(r["us"] < 0.65 * r["cublas_us"] for r in unaligned_n)
     text = (tmp_path / "fast_heldout.md").read_text()
-    assert text.startswith("Command: `python -m torchgen_ah.evaluation.fast_heldout") and "92 inputs" in text
+    assert text.startswith("Command: `python -m torchgen_ah.evaluation.studies.fast_heldout") and "92 inputs" in text
 
 
 def test_fast_heldout_names_a_missing_log(tmp_path, capsys):

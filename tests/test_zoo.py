@@ -237,7 +237,7 @@ def test_the_gpu_job_splits_the_zoo_into_two_parts_within_the_budget_and_runs_th
     assert option(rest, "--skip-done") == "x/a.jsonl,x/b.jsonl"
     assert set(option(rest, "--models").split(",")) == set(zoo_models.ZOO)
     profile = _job_arguments(tmp_path, "profile")
-    assert profile[:2] == ["-m", "torchgen_ah.evaluation.step_profile"]
+    assert profile[:2] == ["-m", "torchgen_ah.evaluation.studies.step_profile"]
 
 
 def test_the_budget_runs_a_models_modes_whole_or_not_at_all():

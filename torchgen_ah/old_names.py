@@ -1,9 +1,11 @@
 """``python -m torchgen_ah.<name>``, the commands' older names, kept working without a module per name.
 
 ``ah_plugin.console.OLD_NAMES`` maps each older name (``torchgen_ah.compile_cost``) to the module that
-runs under it (``torchgen_ah.evaluation.compile_cost``). A finder on ``sys.meta_path``, put there when
-``torchgen_ah`` is imported (as ``python -m`` does first), answers for those names only: the module's
-own file, loaded under the older name, so ``python -m`` runs its ``__main__`` block as before.
+runs under it (``torchgen_ah.evaluation.compile_cost``), and each study's name from before it moved to
+``torchgen_ah.evaluation.studies`` (``torchgen_ah.evaluation.step_profile``) to its module there. A
+finder on ``sys.meta_path``, put there when ``torchgen_ah`` is imported (as ``python -m`` does first),
+answers for those names only: the module's own file, loaded under the older name, so ``python -m`` runs
+its ``__main__`` block as before.
 """
 
 from __future__ import annotations

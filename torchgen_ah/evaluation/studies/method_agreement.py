@@ -6,7 +6,7 @@ cold cache, and may pick another kernel; this report says how often, and how muc
 under replay. Replay timing's own pick is graded the same way, so the per-call figures can be read against
 replay's run-to-run noise.
 
-    python -m torchgen_ah.evaluation.method_agreement --replay LOG --per-call LOG \\
+    python -m torchgen_ah.evaluation.studies.method_agreement --replay LOG --per-call LOG \\
         [--results benchmarks/RESULTS.md] [--json OUT.json]
 
 Both logs time the same inputs and candidates. Per input in both (only choices timed in both logs and in
@@ -37,12 +37,12 @@ from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
 from torchgen_ah.data.merge import metadata_differences
 from torchgen_ah.evaluation import markdown_tables as md
-from torchgen_ah.evaluation.gemm_families import dtype_label, layout
+from torchgen_ah.evaluation.studies.gemm_families import dtype_label, layout
 from torchgen_ah.evaluation.results_section import publish_report
 from torchgen_ah.mm.train_decision_mm import require_mm_features
 from torchgen_ah.training.train_decision import MedianTimeMatrix, median_time_matrix
 
-PROG = "python -m torchgen_ah.evaluation.method_agreement"
+PROG = "python -m torchgen_ah.evaluation.studies.method_agreement"
 SECTION = "method_agreement"
 TITLE = "## Timing methods: picks against the replay-fastest candidate"
 

@@ -1,7 +1,7 @@
 """Padding and epilogue fusion against cuBLAS, timed by CUDA-graph replay (the two GEMM families that are
 not candidates of one autotuning, so a collection log cannot show them).
 
-    python -m torchgen_ah.evaluation.family_timings --out DIR [--shapes 13x1000x4099,...] [--epilogue ...]
+    python -m torchgen_ah.evaluation.studies.family_timings --out DIR [--shapes 13x1000x4099,...] [--epilogue ...]
 
 * **Padding**: an unaligned ``a @ b`` (bf16) three ways: cuBLAS on the operands as they are; both
   operands zero-padded to multiples of ``--pad-to`` at run time, the product sliced back (what Inductor's
@@ -11,8 +11,8 @@ not candidates of one autotuning, so a collection log cannot show them).
   own kernel) and with Triton as the only GEMM backend (the bias and GELU fused into the template's
   epilogue; Inductor's own per-call autotuning picks the config), each compiled function timed by replay.
 
-Writes ``family_timings.json`` under ``--out`` and prints a markdown table; ``torchgen_ah.evaluation.gemm_families``
-puts it beside the collection log's per-family table.
+Writes ``family_timings.json`` under ``--out`` and prints a markdown table;
+``torchgen_ah.evaluation.studies.gemm_families`` puts it beside the collection log's per-family table.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.evaluation.family_timings",
+    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.evaluation.studies.family_timings",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=None, help="folder for family_timings.json (needed unless --from-json)")
     parser.add_argument("--from-json", default=None, metavar="FILE",
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
                 result = json.load(f)
         except (OSError, ValueError) as exc:
             parser.error(f"{args.from_json}: {exc}")
-        write_report(result, f"python -m torchgen_ah.evaluation.family_timings --from-json {args.from_json}",
+        write_report(result, f"python -m torchgen_ah.evaluation.studies.family_timings --from-json {args.from_json}",
                      args.results)
         return 0
     if not args.out:
@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "family_timings.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
-    write_report(result, "python -m torchgen_ah.evaluation.family_timings " + " ".join(
+    write_report(result, "python -m torchgen_ah.evaluation.studies.family_timings " + " ".join(
         argv if argv is not None else sys.argv[1:]), args.results)
     return 0
 

@@ -13,7 +13,7 @@ Reported per input: what was kept, the resulting time over cuBLAS's (``extern_mm
 candidate of the log. The L2 rule (a compile-time rule about which GEMMs are timed at all) is not applied:
 this scores the ranking. Usage::
 
-    python -m torchgen_ah.evaluation.fast_heldout datasets/h200_replay/h200_replay_mm.txt.gz \\
+    python -m torchgen_ah.evaluation.studies.fast_heldout datasets/h200_replay/h200_replay_mm.txt.gz \\
         datasets/h200_replay/h200_replay_unaligned_mm.txt.gz --alignment-features --out fast_heldout_out
 """
 
@@ -36,6 +36,7 @@ from torchgen_ah.data.log_files import log_stem
 from torchgen_ah.mm import train_decision_mm
 from torchgen_ah.training.train_decision import GRIDS
 
+PROG = "python -m torchgen_ah.evaluation.studies.fast_heldout"
 ATEN = "extern_mm"
 
 
@@ -117,7 +118,7 @@ def markdown(rows: list[dict], command: str, confidence: float = math.inf) -> st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m torchgen_ah.evaluation.fast_heldout",
+        prog=PROG,
         description="Fast mode's decisions on held-out inputs (5 folds by input), replayed on a replay-timed mm log.")
     parser.add_argument("logs", nargs="+", help="replay-timed mm logs of one device, trained on as one (e.g. "
                         "datasets/h200_replay/h200_replay_mm.txt.gz)")
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                              "never, as on a GPU)")
     parser.add_argument("--out", default=None, help="folder for fast_heldout.md (default: print only)")
     args = parser.parse_args(argv)
-    command = "python -m torchgen_ah.evaluation.fast_heldout " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         rows = evaluate(args.logs, args.alignment_features, args.margin, log=lambda m: print(m, file=sys.stderr),
                         confidence=args.confidence)

@@ -31,7 +31,7 @@ import pandas as pd
 
 from ah_plugin import artifact_loader
 from ah_plugin.replay_timing import METHOD_REPLAY
-from torchgen_ah.evaluation import h200_quality as hq
+from torchgen_ah.evaluation.studies import h200_quality as hq
 from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
 from torchgen_ah.evaluation.policies import ours_policy, score_policies, summarize
 from torchgen_ah.mm import train_decision_mm as mm

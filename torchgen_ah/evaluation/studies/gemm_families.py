@@ -6,7 +6,7 @@ a compiled model runs them. Inductor's per-call timing counts launch latency and
 mis-ranks small GEMMs, so this report reads logs timed by CUDA-graph replay (``"timing":
 "cudagraph_replay"`` in the metadata) and refuses others unless given ``--allow-per-call``.
 
-    python -m torchgen_ah.evaluation.gemm_families LOG [LOG ...] [--margin 0.02] [--rows 40] \\
+    python -m torchgen_ah.evaluation.studies.gemm_families LOG [LOG ...] [--margin 0.02] [--rows 40] \\
         [--results benchmarks/RESULTS.md] [--json OUT.json] [--allow-per-call]
 
 An input is one set of feature values (m, k, n, strides, dtypes, ...); a choice's time is the median of its
@@ -39,7 +39,7 @@ from torchgen_ah.evaluation.results_section import publish_report
 from torchgen_ah.mm.train_decision_mm import require_mm_features
 from torchgen_ah.training.train_decision import median_time_matrix, require_usable
 
-PROG = "python -m torchgen_ah.evaluation.gemm_families"
+PROG = "python -m torchgen_ah.evaluation.studies.gemm_families"
 SECTION = "gemm_families"
 TITLE = "## GEMM families against cuBLAS (replay-timed collection)"
 

@@ -1,12 +1,12 @@
 """Shape padding in fast mode, scored on measured times: the pad_mm pass's own rule against fast mode's
 padding opinion, per unaligned GEMM.
 
-    python -m torchgen_ah.evaluation.pad_decision --timings family_timings.json \\
+    python -m torchgen_ah.evaluation.studies.pad_decision --timings family_timings.json \\
         [--log datasets/h200_replay/h200_replay_unaligned_mm.txt.gz] [--results benchmarks/RESULTS.md]
 
 Inputs, both replay-timed on one GPU:
 
-* ``--timings``: ``torchgen_ah.evaluation.family_timings`` padding rows (``--pad-to 8``, as the pass pads
+* ``--timings``: ``torchgen_ah.evaluation.studies.family_timings`` padding rows (``--pad-to 8``, as the pass pads
   bf16): cuBLAS on the GEMM as it is, and padded at run time (both operands copied every call, what the pass
   benchmarks for a weight that is a graph input);
 * ``--log``: a collection log of the same GEMMs timed unpadded (``gen_data_mm --shape-padding off``), for
@@ -24,7 +24,7 @@ Where a rule pads, the GEMM is scored as cuBLAS padded at run time: an upper bou
 times the padded twin's first template against it, and those templates' times are not measured here. So
 a GEMM the pass pads and the opinion does not can look better for the opinion than it is. The shipped H200
 ranking was trained on the unaligned log, so this scores the rule, not the ranking out of sample
-(``torchgen_ah.evaluation.fast_heldout`` does that).
+(``torchgen_ah.evaluation.studies.fast_heldout`` does that).
 """
 
 from __future__ import annotations
@@ -41,9 +41,10 @@ from ah_plugin.policy import AutotuneRequest
 from ah_plugin.ranking import RankingPolicy, UseOptions
 from ah_plugin.settings import Settings
 from torchgen_ah.data.aggregate import geomean
-from torchgen_ah.evaluation.fast_heldout import ATEN, fast_outcome
+from torchgen_ah.evaluation.studies.fast_heldout import ATEN, fast_outcome
 from torchgen_ah.mm import train_decision_mm
 
+PROG = "python -m torchgen_ah.evaluation.studies.pad_decision"
 DEFAULT_LOG = os.path.join("datasets", "h200_replay", "h200_replay_unaligned_mm.txt.gz")
 PASS_FACTOR = 1.1  # the pass pads when the unpadded time exceeds the padded one by this factor
 ALIGNMENT = 8  # elements: what the pass aligns bf16/fp16 dimensions to
@@ -133,18 +134,18 @@ def markdown(rows: list[dict], command: str, source: str = "") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchgen_ah.evaluation.pad_decision",
+    parser = argparse.ArgumentParser(prog=PROG,
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--timings", required=True,
-                        help="family_timings.json with padding rows (python -m torchgen_ah.evaluation.family_timings "
-                             "--pad-to 8 ...)")
+                        help="family_timings.json with padding rows "
+                             "(python -m torchgen_ah.evaluation.studies.family_timings --pad-to 8 ...)")
     parser.add_argument("--log", default=DEFAULT_LOG, help="replay-timed log of the same GEMMs, unpadded "
                         "(default: %(default)s)")
     parser.add_argument("--margin", type=float, default=Settings().aten_margin,
                         help="aten margin a template must beat (default: %(default)s, the plugin's)")
     parser.add_argument("--results", default=None, help="also write the pad_decision section of this markdown file")
     args = parser.parse_args(argv)
-    command = "python -m torchgen_ah.evaluation.pad_decision " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         with open(args.timings, encoding="utf-8") as f:
             timings = json.load(f)
@@ -161,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pad_decision: no GEMM of {args.timings} is in {args.log} with a cuBLAS time", file=sys.stderr)
         return 1
     source = (f"padding timed on {timings.get('device', '?')}, torch {timings.get('torch', '?')}, by "
-              "`python -m torchgen_ah.evaluation.family_timings --pad-to 8 --pad-shapes ...`; the log's templates "
-              "unpadded")
+              "`python -m torchgen_ah.evaluation.studies.family_timings --pad-to 8 --pad-shapes ...`; "
+              "the log's templates unpadded")
     text = markdown(rows, command, source)
     print(text)
     if args.results:

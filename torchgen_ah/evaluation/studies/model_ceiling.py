@@ -1,6 +1,6 @@
 """The ceiling of quality mode's real-model bar: how much of a step GEMM selection could save at most.
 
-    python -m torchgen_ah.evaluation.model_ceiling --e2e E2E.jsonl [...] \\
+    python -m torchgen_ah.evaluation.studies.model_ceiling --e2e E2E.jsonl [...] \\
         [--log datasets/h200_replay/h200_replay_mm.txt.gz] [--results benchmarks/RESULTS.md] [--json OUT]
 
 Quality mode's model bar asks for a step 3% faster than min(off, default) on the geomean over models. A
@@ -28,11 +28,11 @@ import numpy as np
 
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.e2e_models import QUALITY_STEP_BAR
-from torchgen_ah.evaluation.fast_heldout import describe
+from torchgen_ah.evaluation.studies.fast_heldout import describe
 from torchgen_ah.evaluation.json_lines import read_json_lines
 from torchgen_ah.evaluation.results_section import publish_report
 
-PROG = "python -m torchgen_ah.evaluation.model_ceiling"
+PROG = "python -m torchgen_ah.evaluation.studies.model_ceiling"
 SECTION = "model_ceiling"
 TITLE = "### Quality mode's real-model ceiling: the most GEMM selection could save per step"
 DEFAULT_LOG = "datasets/h200_replay/h200_replay_mm.txt.gz"

@@ -1,7 +1,7 @@
 """The ceiling of quality mode's single-GEMM bar: what a perfect pick among today's candidates would reach
 against min(max-autotune off, default max-autotune), per GEMM.
 
-    python -m torchgen_ah.evaluation.quality_ceiling KERNELS.jsonl [...] \\
+    python -m torchgen_ah.evaluation.studies.quality_ceiling KERNELS.jsonl [...] \\
         [--log datasets/h200_replay/h200_replay_mm.txt.gz ...] [--results benchmarks/RESULTS.md] [--json OUT]
 
 Quality mode's bar (issue: kernels that beat cuBLAS) asks for a geomean 1.05x faster than min(off, default)
@@ -29,12 +29,12 @@ import sys
 import numpy as np
 
 from torchgen_ah.data.aggregate import geomean
-from torchgen_ah.evaluation.fast_heldout import describe
+from torchgen_ah.evaluation.studies.fast_heldout import describe
 from torchgen_ah.evaluation.json_lines import read_json_lines
 from torchgen_ah.evaluation.kernel_times import QUALITY_BAR_GEOMEAN, QUALITY_BAR_WORST, kernel_rows
 from torchgen_ah.evaluation.results_section import publish_report
 
-PROG = "python -m torchgen_ah.evaluation.quality_ceiling"
+PROG = "python -m torchgen_ah.evaluation.studies.quality_ceiling"
 SECTION = "quality_ceiling"
 TITLE = "### Quality mode's single-GEMM ceiling: a perfect pick against min(off, default)"
 DEFAULT_LOGS = ("datasets/h200_replay/h200_replay_mm.txt.gz", "datasets/h200_replay/h200_replay_unaligned_mm.txt.gz")

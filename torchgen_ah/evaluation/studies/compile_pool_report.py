@@ -20,7 +20,8 @@ import json
 import os
 
 from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
-from torchgen_ah.evaluation.run_agreement import compare, per_choice_medians, repetition_spread, repetition_times
+from torchgen_ah.evaluation.studies.run_agreement import (compare, per_choice_medians, repetition_spread,
+                                                         repetition_times)
 
 PARTS = (("decode", "decoding GEMMs (default's candidates)"),
          ("random", "random inputs (wide space, 20 sampled configs)"))

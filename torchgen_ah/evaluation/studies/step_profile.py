@@ -1,8 +1,8 @@
 """Where a step's time goes under max-autotune off: its GPU kernels grouped, against the step's roofline.
 
-    python -m torchgen_ah.evaluation.step_profile --out DIR [--models llama_decode,...] [--steps 10]
+    python -m torchgen_ah.evaluation.studies.step_profile --out DIR [--models llama_decode,...] [--steps 10]
         [--max-minutes 3] [--hbm-tbps 4.8] [--peak-tflops 790] [--results benchmarks/RESULTS.md]
-    python -m torchgen_ah.evaluation.step_profile --combine A/results.jsonl,B/results.jsonl [--results ...]
+    python -m torchgen_ah.evaluation.studies.step_profile --combine A/results.jsonl,B/results.jsonl [--results ...]
 
 For each decoder and encoder of the zoo (``zoo_models``; decoders at prefill and at decode), compiled with
 max-autotune off in one fresh process with fresh caches (GPU only): the step's time by CUDA-graph replay of
@@ -22,11 +22,12 @@ import sys
 import time
 
 from ah_plugin import command_line
-from torchgen_ah.evaluation import compile_cost, kernel_groups, roofline
+from torchgen_ah.evaluation import compile_cost
+from torchgen_ah.evaluation.studies import kernel_groups, roofline
 from torchgen_ah.evaluation.markdown_tables import table
 from torchgen_ah.evaluation.results_section import save_report
 
-PROG = "python -m torchgen_ah.evaluation.step_profile"
+PROG = "python -m torchgen_ah.evaluation.studies.step_profile"
 MODELS = ("llama_decode", "llama_prefill", "qwen2_decode", "qwen2_prefill", "gpt2_decode", "gpt2", "bert",
           "mixtral_moe", "t5")
 SECTION = "step_profile"

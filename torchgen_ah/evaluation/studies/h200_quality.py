@@ -42,7 +42,7 @@ from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
 from torchgen_ah.data.heldout import ROTATIONS, is_heldout
 from torchgen_ah.data.log_files import is_compressed, log_stem, plain_name
-from torchgen_ah.evaluation.rep_consistency import TINY_MS
+from torchgen_ah.evaluation.studies.rep_consistency import TINY_MS
 from torchgen_ah.mm import train_decision_mm as mm
 from torchgen_ah.training.ranker_scoring import (
     RankerScore,
