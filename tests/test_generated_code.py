@@ -113,7 +113,8 @@ def test_a_graph_compiled_only_to_benchmark_a_candidate_is_not_kept(tmp_path):
 
 
 def test_summary_counts_template_kernels_apart_from_the_others():
-    """A Triton GEMM template (``triton_tem_``) is what a mode kept instead of aten: the zoo reports how many."""
+    """A Triton GEMM template (``triton_tem_``) is what a mode kept instead of aten: the zoo reports how many,
+    also where the compiled graph runs the autotuning's own benchmark kernel."""
     from torchgen_ah.evaluation.generated_code import code_summary
 
     code = ("triton_tem_fused_mm_0 = async_compile.triton('triton_tem_fused_mm_0', '''\n@triton.jit\n''')\n"
@@ -121,3 +122,7 @@ def test_summary_counts_template_kernels_apart_from_the_others():
             "extern_kernels.mm(buf0, arg1_1, out=buf1)\nextern_kernels.addmm(a, b, c, out=d)\n")
     summary = code_summary([code, "cpp_fused_0 = async_compile.cpp_pybinding(['float*'], '''void k() {}''')\n"])
     assert summary == {"graphs": 2, "kernels": 3, "templates": 1, "extern_calls": {"addmm": 1, "mm": 1}}
+    # compile-once: the graph runs the autotuning's own benchmark kernel, whose function keeps its name
+    reused = ("triton_tem_fused_mm_2 = async_compile.triton('triton_mm', '''\n@triton.jit\n''', "
+              "device_str='cuda')\n")
+    assert code_summary([reused])["templates"] == 1
