@@ -1,7 +1,7 @@
 """A child process for tests/test_off_lowering.py: compiles one small model in one mode and prints the
 generated code's fingerprint, the plugin's lowering counts and whether the output equals eager.
 
-    python tests/off_code_child.py MODEL MODE      MODEL: cnn, mlp, bmm, linear; MODE: off, fast, aten_only
+    python tests/off_code_child.py MODEL MODE      MODEL: cnn, mlp, bmm, grouped, linear; MODE: off, fast, aten_only
 
 ``off`` is ``torch.compile`` with no mode; the others are ``mode="max-autotune-no-cudagraphs"``: ``fast``
 with the plugin's environment variables set by the parent, ``aten_only`` with Inductor's own switch
@@ -41,6 +41,17 @@ def build(name: str, device: str):
                 return torch.bmm(a, b).relu()
 
         return Bmm(), (torch.randn(4, 32, 48), torch.randn(4, 48, 16))
+    if name == "grouped":  # a mixture of experts' expert GEMMs: one grouped mm over four experts' rows
+        class Experts(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.randn(4, 32, 48, dtype=torch.bfloat16) / 32 ** 0.5)
+                self.register_buffer("offs", torch.tensor([8, 16, 24, 32], dtype=torch.int32))
+
+            def forward(self, x):
+                return torch._grouped_mm(x, self.w, offs=self.offs).relu()
+
+        return Experts(), (torch.randn(32, 32, dtype=torch.bfloat16),)  # the op takes bf16 only
     if name == "linear":  # one frozen layer, called at two batch sizes (``DYNAMIC=1``: one symbolic graph)
         model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU())
         return model.eval(), (torch.randn(8, 64), torch.randn(300, 64))

@@ -61,6 +61,40 @@ def test_fast_mode_generates_off_code_where_aten_is_kept(tmp_path, model, freeze
         assert fast["lowerings"]["fell_back"] >= 1, fast["lowerings"]
 
 
+def test_a_grouped_mm_no_ranking_covers_is_lowered_as_off(tmp_path):
+    """A mixture of experts' grouped GEMM: no ranking covers it, so fast mode lowers it as off does, where
+    max-autotune would autotune it in full."""
+    off = child(tmp_path, "grouped", "off")
+    fast = child(tmp_path, "grouped", "fast", **FAST)
+    assert off["equal"] and fast["equal"]
+    assert fast["fingerprint"] == off["fingerprint"] is not None
+    assert fast["lowerings"]["off"] >= 1, fast["lowerings"]
+
+
+def test_every_gemm_lowering_the_running_torch_has_is_wrapped():
+    """The GEMM lowerings Inductor autotunes under max-autotune, those of this torch included (the grouped
+    mm, the convolution's backward from torch 2.13), all follow the plugin's plan (fresh process)."""
+    program = (
+        "import torch, ah_plugin\n"
+        "ah_plugin.require_active_from_environment()\n"
+        "import torch._inductor.lowering as L\n"
+        "from ah_plugin.inductor.patches.lowerings import LOWERED\n"
+        "aten = torch.ops.aten\n"
+        "keys = {n: [k for k in L.lowerings if getattr(k, 'overloadpacket', k) is getattr(aten, n, None)]"
+        " for n in LOWERED}\n"
+        "present = [n for n, ks in keys.items() if ks]\n"
+        "print(sorted(n for n in present if not all(getattr(L.lowerings[k], '_ah_plugin_lowering', False)"
+        " for k in keys[n])), sorted(present))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SWITCHES)}
+    env.update(PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""), **FAST)
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    unwrapped, present = done.stdout.strip().splitlines()[-1].split("] [")
+    assert unwrapped == "[", f"lowerings left to Inductor: {unwrapped}]"
+    for name in ("mm", "addmm", "bmm", "_grouped_mm", "convolution"):
+        assert repr(name) in present, present
+
+
 def _linear_log(path, template: str, aten: str, template_wins) -> str:
     """A linear_unary log in the plugin's format: one Linear(64, 96) at several batch sizes, the template
     fastest where ``template_wins(m)``, aten elsewhere."""

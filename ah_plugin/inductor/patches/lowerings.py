@@ -9,7 +9,8 @@ lowering functions of the GEMM ops (``torch._inductor.lowering.lowerings``, look
 each node) are wrapped here, and each lowering follows a plan the adapter gives per autotuning name:
 
 * ``OFF``: lowered under max-autotune off's settings straight away (an op no policy acts on, in the
-  modes that narrow ``mode="max-autotune"`` to GEMMs: convolutions without a convolution ranking);
+  modes that narrow ``mode="max-autotune"`` to GEMMs: convolutions without a convolution ranking, their
+  backward, a mixture of experts' grouped GEMMs);
 * ``TUNED``: lowered as the mode says, and lowered again as off when the policies keep aten alone
   (``fall_back_to_off`` raises ``LowerAsOff`` from the adapter's hook, before any benchmark; the first
   attempt has then only realized the inputs, as off's lowering does first too);
@@ -41,7 +42,12 @@ LOWERED = {
     "baddbmm": "baddbmm",
     "_int_mm": "int_mm",
     "_scaled_mm": "scaled_mm",
+    "_scaled_mm_v2": "scaled_mm",  # torch 2.13+
+    "_grouped_mm": "grouped_mm",  # a mixture of experts' expert GEMMs
+    "_scaled_grouped_mm": "scaled_grouped_mm",
+    "_sparse_semi_structured_mm": "sparse_semi_structured_mm",
     "convolution": "convolution",
+    "convolution_backward": "convolution_backward",  # torch 2.13+: autotuned as convolution_bwd_weight/_input
 }
 # max-autotune off's settings for one lowering (what ``mode=None`` leaves them at)
 OFF_SETTINGS = {"max_autotune": False, "max_autotune_gemm": False}
@@ -103,14 +109,17 @@ def install(plan) -> None:
         return
     table = inductor_lowering.lowerings
     for packet, name in _ops():
-        original = table.get(packet)
-        if original is None:
-            continue
-        wrapped = _wrapper(original, name, plan)
-        for key, value in list(table.items()):
-            if value is original and (key is packet or getattr(key, "overloadpacket", None) is packet):
-                _saved[key] = original
-                table[key] = wrapped
+        # Inductor registers some ops by the packet (mm), others by one overload (_grouped_mm.default)
+        keys = [key for key in list(table) if key is packet or getattr(key, "overloadpacket", None) is packet]
+        wrapped_for: dict = {}  # one wrapper per distinct lowering function of the op
+        for key in keys:
+            original = table[key]
+            if getattr(original, "_ah_plugin_lowering", False):
+                continue
+            if id(original) not in wrapped_for:
+                wrapped_for[id(original)] = _wrapper(original, name, plan)
+            _saved[key] = original
+            table[key] = wrapped_for[id(original)]
 
 
 def uninstall() -> None:
