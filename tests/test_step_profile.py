@@ -89,6 +89,24 @@ def _profile_row(model, phase, step_us, gemm_us, weight_bytes, flops):
             "weight_bytes": weight_bytes, "flops": flops}
 
 
+def test_attention_flops_count_grouped_query_attention():
+    """Qwen2- and Mixtral-style attention (8 query heads sharing 2 key/value heads): torch's own formula
+    refuses the shapes; ours counts the scores and the weighted sum per query head, and on the fused op the
+    counter goes through it."""
+    torch = pytest.importorskip("torch")
+    q, kv = (2, 8, 16, 64), (2, 2, 16, 64)
+    assert roofline.attention_flops(q, kv, kv) == 2 * (2 * 2 * 8 * 16 * 16 * 64)
+    assert roofline.attention_flops(q, q, q) == roofline.attention_flops(q, kv, kv)  # heads shared, work not
+
+    class Gqa(torch.nn.Module):  # what sdpa(enable_gqa=True) calls on a GPU: the flash op, heads unequal
+        def forward(self, query, key, value):
+            return torch.ops.aten._scaled_dot_product_flash_attention(query, key, value)[0]
+
+    shapes = [torch.randn(*shape, device="meta", dtype=torch.bfloat16) for shape in (q, kv, kv)]
+    assert torch.ops.aten._scaled_dot_product_flash_attention in roofline._attention_ops(torch)
+    assert roofline.step_flops(torch, Gqa(), shapes) == roofline.attention_flops(q, kv, kv)
+
+
 def test_report_from_rows_files(tmp_path):
     rows = tmp_path / "a.jsonl"
     rows.write_text(json.dumps(_profile_row("qwen2_decode", "decode", 427.0, 334.0, 450e6, 2 * 32 * 225e6)) + "\n"

@@ -40,10 +40,30 @@ def streamed_weight_bytes(torch, model) -> int:
     return total
 
 
+def attention_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    """FLOPs of one attention call, queries (batch, heads, q_len, dim) against keys and values that may
+    have fewer heads (grouped-query attention: each key/value head serves several query heads): the
+    scores (q_len x dim by dim x k_len) and their product with the values, per query head; causal masks
+    not taken off, as for the other attention formulas."""
+    batch, heads, q_len, dim = query_shape[-4:]
+    k_len, v_dim = key_shape[-2], value_shape[-1]
+    return 2 * batch * heads * q_len * k_len * (dim + v_dim)
+
+
+def _attention_ops(torch) -> dict:
+    """The fused attention ops whose own formula in ``torch.utils.flop_counter`` rejects grouped-query
+    shapes, mapped to ``attention_flops`` (those this torch has)."""
+    aten = torch.ops.aten
+    names = ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_cudnn_attention")
+    return {getattr(aten, name): attention_flops for name in names if hasattr(aten, name)}
+
+
 def step_flops(torch, model, inputs) -> int:
-    """FLOPs of one eager forward (``torch.utils.flop_counter``: matrix products and attention)."""
+    """FLOPs of one eager forward (``torch.utils.flop_counter``: matrix products and attention, grouped-query
+    attention included)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=_attention_ops(torch)) as counter:
         model(*inputs)
     return counter.get_total_flops()
