@@ -154,9 +154,9 @@ def catalog(tmp_path_factory):
 def test_cuda_graphs_tuning_then_hit_and_a_users_own_capture(tmp_path):
     """`mode="max-autotune"` (CUDA graphs on) with use mode and the results cache: the tuning run and the
     hit run both equal eager on every call, replays included, and the hit run benchmarks nothing; the
-    compiled GEMM captured in the user's own CUDA graph replays correctly. Two templates kept beside aten
-    (AH_PLUGIN_TOP_K=2): where fast mode keeps aten alone the GEMM is lowered as off, nothing is tuned and
-    nothing is recorded."""
+    compiled GEMM captured in the user's own CUDA graph replays correctly. Use mode with a fixed top two
+    (AH_PLUGIN_TOP_K=2, not fast mode): fast mode keeps aten alone for this GEMM and lowers it as off, so it
+    tunes and records nothing (tests/test_fast_gpu.py covers that path)."""
     results = tmp_path / "results.csv"
     variables = {"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm", "AH_PLUGIN_TOP_K": "2", **cache_variables(results)}
     tuning = run(tmp_path, "tuning", {"mode": "max-autotune", "capture": True}, **variables)

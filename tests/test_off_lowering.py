@@ -62,8 +62,9 @@ def test_fast_mode_generates_off_code_where_aten_is_kept(tmp_path, model, freeze
 
 
 def test_a_grouped_mm_no_ranking_covers_is_lowered_as_off(tmp_path):
-    """A mixture of experts' grouped GEMM: no ranking covers it, so fast mode lowers it as off does, where
-    max-autotune would autotune it in full."""
+    """A mixture of experts' grouped GEMM: no ranking covers it, so fast mode lowers it as off does (on a
+    GPU max-autotune's own lowering times Triton templates for it; the CPU offers none, so here the code is
+    off's either way and the lowering's path is what is checked)."""
     off = child(tmp_path, "grouped", "off")
     fast = child(tmp_path, "grouped", "fast", **FAST)
     assert off["equal"] and fast["equal"]
@@ -72,8 +73,8 @@ def test_a_grouped_mm_no_ranking_covers_is_lowered_as_off(tmp_path):
 
 
 def test_every_gemm_lowering_the_running_torch_has_is_wrapped():
-    """The GEMM lowerings Inductor autotunes under max-autotune, those of this torch included (the grouped
-    mm, the convolution's backward from torch 2.13), all follow the plugin's plan (fresh process)."""
+    """Every lowering the plugin lists that this torch registers (by the op or by one overload: the grouped
+    mm, the convolution's backward from torch 2.13) follows the plugin's plan (fresh process)."""
     program = (
         "import torch, ah_plugin\n"
         "ah_plugin.require_active_from_environment()\n"
@@ -93,6 +94,24 @@ def test_every_gemm_lowering_the_running_torch_has_is_wrapped():
     assert unwrapped == "[", f"lowerings left to Inductor: {unwrapped}]"
     for name in ("mm", "addmm", "bmm", "_grouped_mm", "convolution"):
         assert repr(name) in present, present
+
+
+@pytest.mark.parametrize("variables,expected", [
+    ({"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm"}, "off"),
+    ({"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm", "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT": "convolution_bwd_weight"}, None),
+    ({"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm,convolution_bwd_input"}, None),
+])
+def test_the_convolutions_backward_is_planned_by_the_names_it_autotunes_under(variables, expected):
+    """The convolution's backward lowering autotunes as convolution_bwd_weight and _input: fast mode lowers
+    it as off, unless one of those names is collected or used, when Inductor's own lowering stands."""
+    program = ("import ah_plugin, ah_plugin.inductor as adapter\n"
+               "ah_plugin.require_active_from_environment()\n"
+               "print(repr(adapter._lowering_plan('convolution_backward')))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SWITCHES)}
+    env.update(PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""), **variables)
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == repr(expected), (variables, done.stdout, done.stderr[-2000:])
 
 
 def _linear_log(path, template: str, aten: str, template_wins) -> str:

@@ -70,6 +70,10 @@ def _lowering_plan(name: str, args=()):
     current = autotune._current_settings() if _state["installed"] else None
     if current is None or not current.active or name in current.collect_ops:
         return None
+    named_as = lowerings.AUTOTUNED_AS.get(name)
+    if named_as is not None:  # off's lowering in the GEMM-only modes unless one of its names is collected or used
+        named = any(n in current.collect_ops or n in current.use_ops for n in named_as)
+        return lowerings.OFF if current.gemm_only and not named else None
     if name in current.use_ops:
         if name in REWRITTEN_BEFORE_CANDIDATES and current.gemm_only and not _ranked_on(name, args):
             return lowerings.OFF

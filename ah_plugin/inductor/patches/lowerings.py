@@ -47,8 +47,11 @@ LOWERED = {
     "_scaled_grouped_mm": "scaled_grouped_mm",
     "_sparse_semi_structured_mm": "sparse_semi_structured_mm",
     "convolution": "convolution",
-    "convolution_backward": "convolution_backward",  # torch 2.13+: autotuned as convolution_bwd_weight/_input
+    "convolution_backward": "convolution_backward",  # its own lowering from torch 2.13 (AUTOTUNED_AS)
 }
+# wrapped lowerings that autotune under other names than their own, one per product they make: the plan
+# gives them OFF or leaves them to Inductor, never TUNED (the adapter's hook knows an autotuning by its name)
+AUTOTUNED_AS = {"convolution_backward": ("convolution_bwd_weight", "convolution_bwd_input")}
 # max-autotune off's settings for one lowering (what ``mode=None`` leaves them at)
 OFF_SETTINGS = {"max_autotune": False, "max_autotune_gemm": False}
 
