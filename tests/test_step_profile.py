@@ -106,6 +106,14 @@ def test_attention_flops_count_grouped_query_attention():
     assert torch.ops.aten._scaled_dot_product_flash_attention in roofline._attention_ops(torch)
     assert roofline.step_flops(torch, Gqa(), shapes) == roofline.attention_flops(q, kv, kv)
 
+    class CpuGqa(torch.nn.Module):  # the same call on a CPU tensor goes to the CPU's fused op
+        def forward(self, query, key, value):
+            return torch.nn.functional.scaled_dot_product_attention(query, key, value, enable_gqa=True)
+
+    if "enable_gqa" in (torch.nn.functional.scaled_dot_product_attention.__doc__ or ""):
+        cpu = [torch.randn(*shape) for shape in (q, kv, kv)]
+        assert roofline.step_flops(torch, CpuGqa(), cpu) == roofline.attention_flops(q, kv, kv)
+
 
 def test_report_from_rows_files(tmp_path):
     rows = tmp_path / "a.jsonl"

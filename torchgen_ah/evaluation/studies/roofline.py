@@ -55,7 +55,7 @@ def _attention_ops(torch) -> dict:
     shapes, mapped to ``attention_flops`` (those this torch has)."""
     aten = torch.ops.aten
     names = ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
-             "_scaled_dot_product_cudnn_attention")
+             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu")
     return {getattr(aten, name): attention_flops for name in names if hasattr(aten, name)}
 
 
