@@ -45,10 +45,9 @@ PROGRAM = textwrap.dedent(
     """
     import json, resource, sys, time
     import torch
-    import torch._inductor.config as inductor_config
-    inductor_config.freezing = True
-    inductor_config.fx_graph_cache = False  # every run lowers and asks the cache
-    inductor_config.autotune_local_cache = False
+    from ah_plugin.inductor import compile_tools
+    compile_tools.freeze_constant_weights()
+    compile_tools.without_compile_caches()  # every run lowers and asks the cache
 
     class MLP(torch.nn.Module):
         def __init__(self):
