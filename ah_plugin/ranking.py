@@ -323,6 +323,18 @@ def artifact_features(artifact, request: AutotuneRequest) -> dict | None:
     return None if view is None else view[0]
 
 
+def quiet_ranking(artifact, request: AutotuneRequest) -> tuple[dict, list] | None:
+    """(features, ranking) of ``request`` by ``artifact``, or None where it has no features for it or its
+    ranking fails: for the checks that only ask what the ranking would say and record nothing."""
+    feats = artifact_features(artifact, request)
+    if feats is None:
+        return None
+    try:
+        return feats, artifact.rank(feats)
+    except artifact_loader.ArtifactError:
+        return None
+
+
 class RankingPolicy:
     """``ChoicePolicy`` of use mode (see ``ah_plugin.policy``).
 
@@ -444,13 +456,10 @@ class RankingPolicy:
         puts it first across the range. An artifact that cannot rank a size counts as disagreeing."""
         wanted = set(keep)
         for variant in request.variants:
-            feats = artifact_features(artifact, variant)
-            if feats is None:
+            ranked = quiet_ranking(artifact, variant)
+            if ranked is None:
                 return False
-            try:
-                ranking = artifact.rank(feats)
-            except artifact_loader.ArtifactError:
-                return False
+            feats, ranking = ranked
             if artifact.op_name != variant.op_name:
                 ranking = borrowed_ranking(ranking, variant.candidates)
             trusted = trusts_templates(artifact, variant.metadata) and not (
@@ -514,13 +523,10 @@ class RankingPolicy:
         artifact = self.artifact_for(request.op_name, request.metadata)
         if artifact is None:
             return False
-        feats = artifact_features(artifact, request)
-        if feats is None:
+        ranked = quiet_ranking(artifact, request)
+        if ranked is None:
             return False
-        try:
-            ranking = artifact.rank(feats)
-        except artifact_loader.ArtifactError:
-            return False
+        feats, ranking = ranked
         return bool(ranking) and not is_aten_choice(ranking[0][0]) and ranking[0][1] >= UNPADDED_TEMPLATE_SHARE and \
             trusts_templates(artifact, request.metadata) and not self._l2_misjudged(feats, request.metadata)
 

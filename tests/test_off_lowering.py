@@ -41,6 +41,15 @@ def child(tmp_path, model: str, mode: str, **env) -> dict:
 FAST = {"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm"}
 
 
+def _last_line(program: str, **env) -> str:
+    """The last line a Python ``program`` prints in a fresh process with only the plugin variables ``env``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_SWITCHES)}
+    clean.update(PYTHONPATH=ROOT + os.pathsep + clean.get("PYTHONPATH", ""), **env)
+    done = subprocess.run([sys.executable, "-c", program], env=clean, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("model,freeze", [("cnn", "0"), ("mlp", "1"), ("bmm", "0")])
 def test_fast_mode_generates_off_code_where_aten_is_kept(tmp_path, model, freeze):
     off = child(tmp_path, model, "off", FREEZE=freeze)
@@ -86,11 +95,7 @@ def test_every_gemm_lowering_the_running_torch_has_is_wrapped():
         "present = [n for n, ks in keys.items() if ks]\n"
         "print(sorted(n for n in present if not all(getattr(L.lowerings[k], '_ah_plugin_lowering', False)"
         " for k in keys[n])), sorted(present))\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SWITCHES)}
-    env.update(PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""), **FAST)
-    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    unwrapped, present = done.stdout.strip().splitlines()[-1].split("] [")
+    unwrapped, present = _last_line(program, **FAST).split("] [")
     assert unwrapped == "[", f"lowerings left to Inductor: {unwrapped}]"
     for name in ("mm", "addmm", "bmm", "_grouped_mm", "convolution"):
         assert repr(name) in present, present
@@ -107,11 +112,7 @@ def test_the_convolutions_backward_is_planned_by_the_names_it_autotunes_under(va
     program = ("import ah_plugin, ah_plugin.inductor as adapter\n"
                "ah_plugin.require_active_from_environment()\n"
                "print(repr(adapter._lowering_plan('convolution_backward')))\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_SWITCHES)}
-    env.update(PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""), **variables)
-    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == repr(expected), (variables, done.stdout, done.stderr[-2000:])
+    assert _last_line(program, **variables) == repr(expected), variables
 
 
 def _linear_log(path, template: str, aten: str, template_wins) -> str:
