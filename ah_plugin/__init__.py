@@ -225,7 +225,8 @@ def status() -> dict:
     imports it: ``waiting_for_inductor``), the effective settings, the policies asked (in order), and what
     each of ours did: ``collect_stats`` (inputs and rows logged), ``use_stats`` (choices offered and kept),
     ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``, ``compile_once`` (template
-    kernels of compiled graphs that run the kernel their autotuning compiled, and those that do not)."""
+    kernels of compiled graphs that run the kernel their autotuning compiled, and those that do not),
+    ``fused_groups`` (quality mode's fused-group decisions: a template kept fused, or kept apart)."""
     from . import cpu_gemm, on_inductor_import, registry, settings
 
     inductor = sys.modules.get("ah_plugin.inductor")  # not imported: no hook is in
@@ -247,6 +248,8 @@ def status() -> dict:
     out["cpu_gemms_not_autotuned"] = cpu_gemm.counts["not_autotuned"]
     once = sys.modules.get("ah_plugin.inductor.patches.compile_once")
     out["compile_once"] = dict(once.counts) if once is not None else {"reused": 0, "unmatched": 0}
+    fusion = sys.modules.get("ah_plugin.inductor.patches.fusion_timing")
+    out["fused_groups"] = {"fused": 0, "apart": 0, **(dict(fusion.counts) if fusion is not None else {})}
     return out
 
 

@@ -30,6 +30,10 @@ def summary_line(status: dict) -> str:
     reused = status.get("compile_once", {}).get("reused", 0)
     if reused:
         parts.append(f"{_plural(reused, 'kept template')} compiled once (the autotuning's binary reused)")
+    groups = status.get("fused_groups", {})
+    if groups.get("fused") or groups.get("apart"):
+        parts.append(f"fused-group decisions by replay: {groups.get('fused', 0):,} template(s) kept fused, "
+                     f"{groups.get('apart', 0):,} kept apart")
     skipped = status.get("cpu_gemms_not_autotuned", 0)
     if skipped:
         parts.append(f"{_plural(skipped, 'CPU GEMM')} not autotuned by Inductor (freezing off or not under no_grad)")

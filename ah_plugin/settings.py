@@ -141,6 +141,12 @@ class Settings:
         return self.gemm_only and self.fast
 
     @property
+    def fused_group_by_replay(self) -> bool:
+        """Quality mode decides a template fused with its neighbour against cuBLAS plus the separate kernel by
+        replay timing of both groups, the fused one winning only by the aten margin (patches/fusion_timing.py)."""
+        return bool(self.use) and self.quality and self.timing == METHOD_REPLAY
+
+    @property
     def persistent_tma(self) -> bool:
         """Quality mode offers Inductor's persistent TMA mm template (patches/mode_options.py)."""
         return bool(self.use) and self.quality

@@ -9,6 +9,10 @@
 #   PART=rest bash gpu_jobs/zoo.sh     every zoo model not yet measured in the results files DONE names
 #                                      (comma-separated paths in this tree, e.g. the a and b runs' results.jsonl
 #                                      copied under benchmarks/runs/zoo/): what a part's time budget cut
+#   PART=quality bash gpu_jobs/zoo.sh  quality mode on the decoders and the encoder (llama_decode, qwen2_decode,
+#                                      gpt2, bert, llama_prefill) with MODES off,quality,off_again by default,
+#                                      its report against quality mode's bars (--report quality, section
+#                                      zoo_quality); add quality_frozen,off_frozen to MODES to price freezing
 #   PART=profile bash gpu_jobs/zoo.sh  the step profile (kernels by group, roofline) of the decoders and
 #                                      encoders under max-autotune off, one process (about 2-3 minutes)
 # MODES (off,fast,off_again) for the zoo parts; quality mode where time is left, beside off in the same call,
@@ -30,6 +34,8 @@ set -u
 PART=${PART:-a}
 export AH_BATCH_NAME=zoo_$PART
 ZOO_S=${ZOO_S:-555}
+Q_MODELS=llama_decode,qwen2_decode,gpt2,bert,llama_prefill
+if [ "$PART" = quality ]; then MODES=${MODES:-off,quality,off_again}; fi
 MODES=${MODES:-off,fast,off_again}
 A_MODELS=resnet50_cl,mobilenetv3_cl,convnext_cl,vit_small,swin_tiny,resnet50_cl_train,vit_small_train
 B_MODELS=llama_serving,llama_decode,llama_prefill,qwen2_decode,qwen2_prefill,gpt2,bert,t5,mixtral_moe,llama_train
@@ -40,7 +46,8 @@ zoo_step() {  # zoo_step MODELS [EXTRA ARGUMENTS]
 case "$PART" in
   a) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$A_MODELS}")" ;;
   b) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$B_MODELS}")" ;;
+  quality) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$Q_MODELS}" "--report quality")" ;;
   rest) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$A_MODELS,$B_MODELS}" "${DONE:+--skip-done $DONE}")" ;;
   profile) bash gpu_jobs/run_batch.sh "profile:${PROFILE_S:-300}:python3 -m torchgen_ah.evaluation.studies.step_profile ${MODELS:+--models $MODELS} --steps ${STEPS:-10} --max-minutes $(python3 -c "print(round(max(${PROFILE_S:-300} - 90, 60) / 60, 2))") --out \$OUT/profile --results \$OUT/RESULTS.md; rm -rf \$OUT/profile/caches_*" ;;
-  *) echo "zoo.sh: PART=$PART: use a, b, rest or profile" >&2; exit 2 ;;
+  *) echo "zoo.sh: PART=$PART: use a, b, rest, quality or profile" >&2; exit 2 ;;
 esac

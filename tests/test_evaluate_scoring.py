@@ -218,6 +218,14 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     assert (alone["AH_PLUGIN_TOP_K"], alone["AH_PLUGIN_KEEP_ATEN"], alone["AH_PLUGIN_MIN_CHOICES"]) == ("1", "0", "1")
     assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm,convolution"  # mm covers addmm (linear layers)
     assert env["TRITON_CACHE_DIR"] != mode_environment("default", str(tmp_path), base_env={})[0]["TRITON_CACHE_DIR"]
+    # a *_frozen mode is its base mode with Inductor's freezing, in caches of its own
+    frozen, frozen_mode = mode_environment("quality_frozen", str(tmp_path), base_env={})
+    quality, quality_mode = mode_environment("quality", str(tmp_path), base_env={})
+    assert frozen_mode == quality_mode and frozen.pop("TORCHINDUCTOR_FREEZING") == "1"
+    assert frozen["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "caches_quality_frozen" / "inductor")
+    assert {k: v for k, v in frozen.items() if "CACHE_DIR" not in k} == \
+        {k: v for k, v in quality.items() if "CACHE_DIR" not in k}
+    assert mode_environment("off_frozen", str(tmp_path), base_env={})[1] is None
 
 
 def test_ours_top1_keeps_one_choice_and_benchmarks_nothing_on_the_committed_h200_run():

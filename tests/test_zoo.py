@@ -236,8 +236,17 @@ def test_the_gpu_job_splits_the_zoo_into_two_parts_within_the_budget_and_runs_th
     rest = _job_arguments(tmp_path, "rest", DONE="x/a.jsonl,x/b.jsonl")
     assert option(rest, "--skip-done") == "x/a.jsonl,x/b.jsonl"
     assert set(option(rest, "--models").split(",")) == set(zoo_models.ZOO)
+    quality = _job_arguments(tmp_path, "quality")
+    assert option(quality, "--modes") == "off,quality,off_again" and option(quality, "--report") == "quality"
+    assert {zoo_quality_bar(m) for m in option(quality, "--models").split(",")} == {"decode", "prefill", "encoder"}
     profile = _job_arguments(tmp_path, "profile")
     assert profile[:2] == ["-m", "torchgen_ah.evaluation.studies.step_profile"]
+
+
+def zoo_quality_bar(model: str) -> str:
+    from torchgen_ah.evaluation import zoo_quality_report
+
+    return zoo_quality_report.step_bar(model)[1]
 
 
 def test_the_budget_runs_a_models_modes_whole_or_not_at_all():
@@ -258,3 +267,35 @@ def test_the_budget_runs_a_models_modes_whole_or_not_at_all():
     assert ran == [("a", "off"), ("a", "fast"), ("a", "off_again")]
     assert refused == ["skipped (time budget: 80 s left, 90 s needed)", "skipped (time budget: 80 s left, 60 s needed)",
                        "skipped (time budget: 80 s left, 30 s needed)"]
+
+
+def test_quality_report_judges_each_model_by_its_own_bar_on_the_h200_rows(tmp_path):
+    """The quality report over the committed H200 runs: a decoder at decode is held to 0.95x off, a prefill
+    and an encoder to 0.98x; the frozen modes appear beside the bar's figures, never in the verdict; the
+    section goes to ``zoo_quality``, leaving fast mode's ``zoo`` section alone."""
+    import os
+
+    from torchgen_ah.evaluation import zoo_quality_report
+
+    runs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "runs",
+                        "zoo_quality_h200")
+    files = ",".join(os.path.join(runs, name) for name in sorted(os.listdir(runs)) if name.endswith(".jsonl"))
+    assert zoo_quality_report.step_bar("llama_decode") == (0.95, "decode")
+    assert zoo_quality_report.step_bar("bert") == (0.98, "encoder")
+    assert zoo_quality_report.step_bar("llama_prefill") == (0.98, "prefill")
+    assert zoo_quality_report.step_bar("resnet50_cl") == (1.01, "other")
+    assert zoo_quality_report.step_bar("llama_train") == (1.01, "other")
+    results_md = tmp_path / "RESULTS.md"
+    results_md.write_text("<!-- BEGIN zoo -->\nfast mode's table\n<!-- END zoo -->\n")
+    assert zoo.main(["--combine", files, "--report", "quality", "--out", str(tmp_path / "out"),
+                     "--results", str(results_md)]) == 0
+    text = (tmp_path / "out" / "zoo_quality.md").read_text()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["llama_decode"].endswith("| met |") and "<= 0.95x" in rows["llama_decode"]
+    assert "1.38 / 0.791 (2)" in rows["llama_decode"]  # quality_frozen: shown, not judged
+    assert "missed: step 1.001x > 0.95x" in rows["qwen2_decode"]
+    assert "missed: step 1.018x > 0.98x" in rows["gpt2"]
+    assert rows["bert"].endswith("| met |") and "| encoder |" in rows["bert"]
+    section = results_md.read_text()
+    assert "fast mode's table" in section and "<!-- BEGIN zoo_quality -->" in section
+    assert zoo.QUALITY_HEADING in section and "--report quality" in section

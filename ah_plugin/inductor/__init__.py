@@ -11,7 +11,7 @@ is installed, and where each piece hooks in (docs/inductor_versions.md has the t
   (``add_feedback_saver``): pruning where the first hook cannot see, the numerical check, the
   benchmark plan, the timings to the policies, the aten margin;
 * the patches of ``patches/`` for what Inductor has no override point for (fast mode's GEMM-only
-  ``mode="max-autotune"`` among them).
+  ``mode="max-autotune"`` and quality mode's fused-group timing among them).
 
 Importing this package imports Inductor; ``ah_plugin`` imports it when a switch asks for the plugin and
 torch has imported Inductor (``ah_plugin.on_inductor_import``: ``import torch`` stays free of it).
@@ -27,7 +27,7 @@ from torch._inductor import select_algorithm
 
 from .. import collector, registry, settings
 from . import autotune, choices, contract
-from .patches import benchmarker, builtin_autoheuristic, compile_once, lowerings, mode_options, pad_mm
+from .patches import benchmarker, builtin_autoheuristic, compile_once, fusion_timing, lowerings, mode_options, pad_mm
 from .requests import build_request, caller_ids, default_log_path, device_metadata, ktc_ids
 
 _state = {"callbacks": False, "installed": False, "nonce": _uuid.uuid4().hex}
@@ -106,6 +106,15 @@ def _compile_once() -> bool:
     return current is not None and current.compile_once
 
 
+def _fusion_margin():
+    """Quality mode with replay timing: the margin a fused template must win its group by
+    (patches/fusion_timing.py); else None (Inductor's own fused-group timing)."""
+    current = autotune._current_settings() if _state["installed"] else None
+    if current is None or not current.active or not current.fused_group_by_replay:
+        return None
+    return current.aten_margin
+
+
 def _timing():
     current = autotune._current_settings()
     return current.timing if current is not None else None
@@ -129,6 +138,7 @@ def install() -> None:
     mode_options.install(_mode_plan)
     lowerings.install(_lowering_plan)
     compile_once.install(_acting, _compile_once)
+    fusion_timing.install(_fusion_margin, autotune.fused_choice)
     choices.install(inductor_config, _state["nonce"])
     collector.use_default_log_path(default_log_path)
     _state["installed"] = True
@@ -149,6 +159,7 @@ def uninstall() -> None:
     mode_options.uninstall()
     lowerings.uninstall()
     compile_once.uninstall()
+    fusion_timing.uninstall()
     benchmarker.uninstall()
     choices.uninstall(inductor_config)
     _state["installed"] = False

@@ -186,6 +186,11 @@ HOOKS: tuple[Hook, ...] = (
          "config.max_template_fusion_benchmarked_choices (2.15) / max_epilogue_benchmarked_choices", "official",
          "fast mode compiles and times each kept template fused with its epilogue (slower compile)",
          _config("max_template_fusion_benchmarked_choices", "max_epilogue_benchmarked_choices")),
+    Hook("fusion_timing", "quality mode: a template fused with its neighbour is kept only when the group, timed "
+         "by replay, beats the fastest choice plus the separate kernel by the aten margin",
+         "Scheduler.speedup_by_fusion(self, node1, node2) -> FusionResult(callable_fn=...)", "patch",
+         "Inductor decides fusion by per-call timing, with no margin",
+         _params("torch._inductor.scheduler.Scheduler.speedup_by_fusion", ("node1", "node2")), cpu_reachable=False),
     Hook("persistent_tma", "quality mode offers Inductor's persistent TMA mm template",
          "config.triton.enable_persistent_tma_matmul", "official", "quality mode ranks without that template",
          _exists("torch._inductor.config.triton.enable_persistent_tma_matmul")),

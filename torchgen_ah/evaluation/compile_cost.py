@@ -58,7 +58,11 @@ from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_sh
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the evaluation's bars need.
 ALL_MODES = ("off", "default", "fast", "quality", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1",
-             "ours_top1", "replay_all", "aten_only", "fast_tune_all", "quality_padded")
+             "ours_top1", "replay_all", "aten_only", "fast_tune_all", "quality_padded", "off_frozen", "quality_frozen")
+FROZEN = "_frozen"
+# off_frozen, quality_frozen: the mode with Inductor's freezing on (TORCHINDUCTOR_FREEZING=1): weights become
+# constants, so Inductor concatenates projections that share an input (horizontal fusion) and folds constants;
+# a user's opt-in for inference (later weight updates are not seen), measured to price horizontal fusion.
 # quality_padded: quality mode with its padded candidate offered (AH_PLUGIN_PADDED_CHOICE=auto), to measure it.
 # aten_only: max-autotune with aten as the only GEMM backend, plugin off: what max-autotune costs besides
 # GEMM selection (pointwise and reduction config tuning), to tell that apart from the plugin's cost.
@@ -86,6 +90,10 @@ def _caller_plugin_var(name: str) -> bool:
 def mode_environment(mode: str, work_dir: str, base_env=None, caches: str | None = None) -> tuple[dict, str | None]:
     """(environment, torch.compile mode) for one mode, with fresh cache folders under ``work_dir``
     (``caches``: their folder's name, default ``caches_<mode>``)."""
+    if mode.endswith(FROZEN):  # the base mode with Inductor's freezing (constant weights; inference only)
+        env, compile_mode = mode_environment(mode[:-len(FROZEN)], work_dir, base_env, caches or f"caches_{mode}")
+        env["TORCHINDUCTOR_FREEZING"] = "1"
+        return env, compile_mode
     env = {k: v for k, v in (os.environ if base_env is None else base_env).items()
            if not _caller_plugin_var(k) and not k.startswith("AH_TUNABLE_")}
     caches = os.path.join(work_dir, caches or f"caches_{mode}")

@@ -20,7 +20,9 @@ back-to-back calls (CUDA-graph replays on a GPU: off is ``mode="reduce-overhead"
 ``mode="max-autotune"``), for the serving pattern one per batch size and their geometric mean; the generated
 code's hash and its Triton template kernels; the plugin's counts; the result against eager PyTorch's.
 Rows go to ``OUT/results.jsonl`` (``--combine`` joins several runs' files); the report
-(``zoo_report``) to ``OUT/zoo.md`` and, with ``--results``, the ``zoo`` section of that file.
+(``zoo_report``) to ``OUT/zoo.md`` and, with ``--results``, the ``zoo`` section of that file;
+``--report quality`` writes quality mode's instead (``zoo_quality_report``: its per-model bars, and the
+``*_frozen`` modes beside it) to ``OUT/zoo_quality.md`` and the ``zoo_quality`` section.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import sys
 import time
 
 from ah_plugin import command_line
-from torchgen_ah.evaluation import compile_cost, e2e_models, zoo_models, zoo_report, zoo_worker
+from torchgen_ah.evaluation import compile_cost, e2e_models, zoo_models, zoo_quality_report, zoo_report, zoo_worker
 from torchgen_ah.evaluation.results_section import save_report
 
 PROG = "python -m torchgen_ah.evaluation.zoo"
@@ -40,6 +42,9 @@ MODES = compile_cost.ALL_MODES + tuple(CONTROLS)
 DEFAULT_MODES = ("off", "fast", "off_again")
 SECTION = "zoo"
 HEADING = "## Model zoo: fast mode against max-autotune off, model by model"
+# --report quality: quality mode against its per-model bars (zoo_quality_report), in its own section
+QUALITY_SECTION = "zoo_quality"
+QUALITY_HEADING = "## Model zoo: quality mode against max-autotune off, model by model"
 
 
 def plan(models: list[str], modes: list[str], reps: int, once: set[str] = frozenset()) -> list[tuple]:
@@ -133,8 +138,19 @@ def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[st
     return status
 
 
-def write_report(text: str, out: str, results_md: str | None) -> None:
-    save_report(text, out, "zoo.md", results_md, SECTION, HEADING)
+def write_report(text: str, out: str, results_md: str | None, report: str = "fast") -> None:
+    if report == "quality":
+        save_report(text, out, "zoo_quality.md", results_md, QUALITY_SECTION, QUALITY_HEADING)
+    else:
+        save_report(text, out, "zoo.md", results_md, SECTION, HEADING)
+
+
+def report_text(report: str, rows: list[dict], command: str, status: dict | None = None,
+                note: str | None = None) -> str:
+    """The report ``--report`` names: fast mode's (zoo_report) or quality mode's (zoo_quality_report)."""
+    if report == "quality":
+        return zoo_quality_report.markdown(rows, command, note=note)
+    return zoo_report.markdown(rows, command, status, note=note)
 
 
 def list_text() -> str:
@@ -174,6 +190,9 @@ def main(argv=None) -> int:
                         help="comma-separated results files of earlier runs: the (rep, model, mode) processes measured "
                              "there, and the models they could not build, are not run again (missing files: none done)")
     parser.add_argument("--list", action="store_true", help="print the zoo's entries and exit")
+    parser.add_argument("--report", choices=("fast", "quality"), default="fast",
+                        help="fast: fast mode against its bars (section zoo); quality: quality mode against its "
+                             "per-model bars (section zoo_quality; run with --modes off,quality,off_again)")
     compile_cost.add_combine_arguments(parser)
     args = compile_cost.parse_or_work(parser, argv, zoo_worker.run)
     if args.list:
@@ -183,8 +202,8 @@ def main(argv=None) -> int:
         rows = compile_cost.combined_results("zoo", args.combine.split(","))
         if isinstance(rows, int):
             return rows
-        command = f"{PROG} --combine {args.combine}"
-        write_report(zoo_report.markdown(rows, command, note=args.note), args.out, args.results)
+        command = f"{PROG} --combine {args.combine}" + (" --report quality" if args.report == "quality" else "")
+        write_report(report_text(args.report, rows, command, note=args.note), args.out, args.results, args.report)
         return 0
     models, modes, once = _names(args.models), _names(args.modes), set(_names(args.once))
     unknown = [m for m in models if m not in zoo_models.ENTRIES] + [m for m in modes if m not in MODES]
@@ -203,7 +222,7 @@ def main(argv=None) -> int:
     status = run_plan(steps, args, device, result_path)
     rows = compile_cost.read_results(result_path)
     command = f"{PROG} " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_report(zoo_report.markdown(rows, command, status), args.out, args.results)
+    write_report(report_text(args.report, rows, command, status), args.out, args.results, args.report)
     return 0 if any("step_ms" in r for r in rows) else 1
 
 

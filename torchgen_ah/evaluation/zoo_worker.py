@@ -89,7 +89,7 @@ def run(spec: dict) -> None:
     _append(spec["result_path"], {
         **row, **measured, "code": code_fingerprint(codes), "code_summary": code_summary(codes),
         "autotunings": len(benchmarked), "benchmarked": sum(benchmarked),
-        "use_stats": _use_stats(ah_plugin),
+        "use_stats": _use_stats(ah_plugin), "fused_groups": ah_plugin.status().get("fused_groups"),
         "plugin": {"installed": plugin["installed"], "use": sorted(settings.use),
                    "top_k": "fast" if settings.fast else "adaptive" if settings.adaptive else settings.top_k}})
 

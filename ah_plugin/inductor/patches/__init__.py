@@ -8,4 +8,5 @@ preprocessing functions and feedback savers); docs/inductor_versions.md has the 
 - ``pad_mm``: decides shape padding with replay timing, and records/replays the decision.
 - ``mode_options``: in fast mode, narrows ``mode="max-autotune"`` to GEMM autotuning.
 - ``compile_once``: a benchmarked template that wins reuses the binary its autotuning compiled.
+- ``fusion_timing``: quality mode times the fused-group decision by replay, the fused kernel winning by a margin.
 """
