@@ -82,8 +82,3 @@ class ChoicePolicy(Protocol):
     #
     # def on_padding_decision(self, request, pad: bool, time_ms: float) -> None:
     #     """Inductor benchmarked padding for this input and decided ``pad`` (time of the kept variant)."""
-    #
-    # def on_fused_choice(self, request, choice_id: str, time_ms: float) -> None:
-    #     """Quality mode's fused-group decision kept template ``choice_id`` of this autotuning with its
-    #     neighbour fused in, against the autotuning's own winner (``time_ms``: the template's time alone).
-    #     The kernel the compiled graph runs for this GEMM is that template, whatever ``on_timings`` saw."""

@@ -1,6 +1,7 @@
 """Quality mode's fused-group decision (ah_plugin/inductor/patches/fusion_timing.py).
 
-CPU: the margin reaches the times Inductor's real benchmarker returns under a plan, and the patch is on
+CPU: the decision (Inductor's stood in by a function doing what it does) runs under the replay plan with the
+margin on the fused time only, Inductor's own decision elsewhere; the patch is on
 ``Scheduler.speedup_by_fusion`` exactly while the plugin is installed. GPU (marked, skipped without CUDA):
 a bf16 ``gelu(x @ w + b)`` at decode size (64 rows) compiled in quality mode takes its fusion decision under the
 plan, computes eager's result, and with a margin no fused kernel can win by keeps the group apart.
@@ -12,37 +13,99 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
-from torch._inductor import scheduler
-from torch._inductor.runtime.benchmarking import benchmarker
+from torch._inductor import ir, scheduler
 
 from ah_plugin.inductor.patches import benchmarker as hooks
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _sleep_2ms():
-    time.sleep(0.002)
+class _Node:
+    """Stands in for an Inductor scheduler node: what the wrapper reads of one (a template node holds a real,
+    empty ``MultiTemplateBuffer``)."""
+
+    def __init__(self, name: str, multi_template: bool):
+        self.name, self.multi = name, ir.MultiTemplateBuffer.__new__(ir.MultiTemplateBuffer) if multi_template else None
+
+    def is_template(self):
+        return self.multi is not None
+
+    def get_template_node(self):
+        return self.multi
+
+    def get_nodes(self):
+        return [self]
+
+    def get_device(self):
+        return torch.device("cuda")
+
+    def get_name(self):
+        return self.name
 
 
-def test_a_plans_scale_multiplies_the_time_the_benchmarker_returns():
-    """The fused kernel's time counts 1 + margin times: a 2 ms callable timed under a plan of scale 3 reads
-    at least 6 ms, and at most 5 ms without the plan (the same real benchmarker, same callable)."""
-    hooks.install()
+def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries_the_margin():
+    """Inductor's multi-template decision stood in by a function that does what it does (time the fused kernel
+    through ``self.benchmark_codegened_module`` later, in the FusionResult's callable, and fuse when it beats
+    the winner plus the neighbour: 2.9 against 2.0 + 1.0 ms). Under the wrapper with a 25% margin the decision
+    runs under the replay plan and keeps the group apart (2.9 x 1.25 > 3.0); without a margin (not quality
+    mode) it fuses, under no plan; the margin is gone from the scheduler afterwards; a pair without a
+    multi-template node, and an error in Inductor's decision, go to Inductor once, untouched."""
+    from ah_plugin.inductor.patches import fusion_timing
+    import ah_plugin.inductor as adapter
+
+    seen, calls = [], []
+
+    def inductor_decision(self, node1, node2):
+        calls.append(node1.name)
+        if node1.name == "raises":
+            raise RuntimeError("Inductor's own error")
+        seen.append(("eager", hooks._active.get()))
+
+        def when_ready():
+            seen.append(("deferred", hooks._active.get()))
+            fused_ms, _ = self.benchmark_codegened_module(None, torch.device("cuda"))
+            return fused_ms < 2.0 + 1.0
+
+        return scheduler.FusionResult.from_callable(when_ready)
+
+    was_installed = "speedup_by_fusion" in fusion_timing._saved
+    fusion_timing.uninstall()
+    inductor_own = scheduler.Scheduler.speedup_by_fusion
+    own_timing = scheduler.Scheduler.benchmark_codegened_module
+    margin = [0.25]
     try:
-        plain = benchmarker.benchmark_cpu(_sleep_2ms, warmup=1, rep=20)
-        token = hooks._active.set(hooks.Plan(scale=3.0))
-        try:
-            scaled = benchmarker.benchmark_cpu(_sleep_2ms, warmup=1, rep=20)
-        finally:
-            hooks._active.reset(token)
+        scheduler.Scheduler.speedup_by_fusion = inductor_decision
+        scheduler.Scheduler.benchmark_codegened_module = lambda self, module, device: (2.9, "fused.py")
+        fusion_timing.install(lambda: margin[0])
+        sched = scheduler.Scheduler.__new__(scheduler.Scheduler)
+        before = fusion_timing.counts["apart"]
+        result = sched.speedup_by_fusion(_Node("mm", True), _Node("gelu", False))
+        assert result.callable_fn() is False and fusion_timing.counts["apart"] == before + 1
+        assert [where for where, _ in seen] == ["eager", "deferred"]
+        assert all(plan is not None and plan.timing == hooks.METHOD_REPLAY for _, plan in seen)
+        assert "benchmark_codegened_module" not in vars(sched)  # the margin lasted the decision only
+        assert sched.benchmark_codegened_module(None, None) == (2.9, "fused.py")
+        seen.clear()
+        margin[0] = None  # not quality mode: Inductor's own decision, its own timing
+        assert sched.speedup_by_fusion(_Node("mm", True), _Node("gelu", False)).callable_fn() is True
+        assert [plan for _, plan in seen] == [None, None]
+        seen.clear()
+        margin[0] = 0.25
+        assert sched.speedup_by_fusion(_Node("add", False), _Node("relu", False)).callable_fn() is True
+        assert [plan for _, plan in seen] == [None, None]
+        calls.clear()
+        with pytest.raises(RuntimeError, match="Inductor's own error"):
+            sched.speedup_by_fusion(_Node("raises", True), _Node("gelu", False))
+        assert calls == ["raises"]  # called once, never retried
     finally:
-        hooks.uninstall()
-    assert 2.0 <= plain < 5.0, plain
-    assert scaled >= 6.0, (plain, scaled)
+        fusion_timing.uninstall()
+        scheduler.Scheduler.speedup_by_fusion = inductor_own
+        scheduler.Scheduler.benchmark_codegened_module = own_timing
+        if was_installed:
+            fusion_timing.install(adapter._fusion_margin)
 
 
 def test_the_fusion_decision_is_wrapped_while_the_plugin_is_installed_and_restored_after():

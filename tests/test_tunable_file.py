@@ -177,27 +177,6 @@ def test_policy_hit_default_stale_wildcard_and_record(tmp_path):
     assert {r[1]: r[2] for r in tunable.get_results()} == rows
 
 
-def test_a_fused_template_replaces_the_autotunings_winner_and_a_hit_answers_it(tmp_path):
-    """Quality mode fused TRITON_B with its neighbour although aten won the GEMM alone: the row names the
-    template (so a hit run lowers it alone, and Inductor fuses the same neighbour into it), written to the
-    file, and the next run's lookup keeps exactly it. With tuning off nothing is recorded."""
-    tunable.enable(True)
-    policy = tunable.policy()
-    request = mm_request(m=80)
-    policy.on_timings(request, {"extern_mm": 0.2, TRITON_A: 0.3, TRITON_B: 0.25}, [])
-    assert {r[1]: r[2] for r in tunable.get_results()}["NT_80_48_32_ld_32_32_float16"] == "extern_mm"
-    policy.on_fused_choice(request, TRITON_B, 0.25)
-    assert tunable.write_file()
-    store().clear()
-    assert tunable.read_file(tunable.get_filename())
-    assert policy.select(mm_request(m=80)) == [TRITON_B]
-    policy.on_fused_choice(mm_request(m=80), "type=triton_not_offered", 0.1)  # not a candidate: ignored
-    assert policy.select(mm_request(m=80)) == [TRITON_B]
-    tunable.tuning_enable(False)
-    policy.on_fused_choice(mm_request(m=81), TRITON_A, 0.3)
-    assert "NT_81_48_32_ld_32_32_float16" not in {r[1] for r in tunable.get_results()}
-
-
 def test_tuning_off_answers_default_and_records_untuned(tmp_path, monkeypatch):
     tunable.enable(True)
     tunable.tuning_enable(True)

@@ -138,7 +138,7 @@ def install() -> None:
     mode_options.install(_mode_plan)
     lowerings.install(_lowering_plan)
     compile_once.install(_acting, _compile_once)
-    fusion_timing.install(_fusion_margin, autotune.fused_choice)
+    fusion_timing.install(_fusion_margin)
     choices.install(inductor_config, _state["nonce"])
     collector.use_default_log_path(default_log_path)
     _state["installed"] = True

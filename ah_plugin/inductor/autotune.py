@@ -285,7 +285,6 @@ def feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precomp
         timed: dict[str, float] = {}
         untimed: list[str] = []
         for choice, cid in zip(choices, ids):
-            choice._ah_plugin_request = (request, cid)  # a later fused-group decision names its GEMM by it
             value = timings.get(choice)
             try:
                 value = float(value) if value is not None else None
@@ -324,16 +323,3 @@ def _apply_margin(timings, choices, ids, margin: float) -> None:
         if cid in losers:
             timings[choice] = max(float(timings[choice]), floor)
     registry.verbose(f"aten margin {margin:g}: {len(losers)} template(s) lose to aten")
-
-
-def fused_choice(choice, time_ms: float) -> None:
-    """Quality mode kept ``choice`` (a ChoiceCaller this module's feedback saw) fused with its neighbour: the
-    policies that define ``on_fused_choice`` hear it as plain data (the results cache records that template,
-    so a hit run compiles the kernel this run chose)."""
-    tag = getattr(choice, "_ah_plugin_request", None)
-    if tag is None:
-        return
-    request, cid = tag
-    for policy in registry.policies_for(request.op_name):
-        if getattr(policy, "on_fused_choice", None) is not None:
-            registry.call_policy(policy, "on_fused_choice", request, cid, time_ms)

@@ -241,18 +241,4 @@ class TunableCachePolicy:
         verbose(3, f"timings {request.op_name},{params}: {sorted(valid.items(), key=lambda kv: kv[1])}")
 
 
-    def on_fused_choice(self, request: AutotuneRequest, choice_id: str, time_ms: float) -> None:
-        """Quality mode fused this template with its neighbour, against the autotuning's winner: the row names
-        the template, so a hit run lowers it alone and Inductor fuses the same neighbour into it (the kernel
-        this run compiled), with no benchmarking."""
-        if not S.is_enabled() or not S.tuning_is_enabled():
-            return
-        key = request_key(request)
-        if key is None or choice_id not in request.candidates:
-            return
-        params = key.encode()
-        store().record(request.op_name, params, choice_id, time_ms)
-        verbose(2, f"tuned {request.op_name},{params} -> {choice_id} (fused with its neighbour; {time_ms:.4g} ms alone)")
-
-
 POLICY = TunableCachePolicy()

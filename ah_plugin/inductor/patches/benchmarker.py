@@ -55,7 +55,6 @@ class Plan:
     timing: str | None = None  # METHOD_REPLAY, or None for Inductor's own timing
     limits: dict | None = None  # {"duration_ms": int, "iterations": int}
     methods: set = field(default_factory=set)  # the methods that actually timed a candidate
-    scale: float = 1.0  # every time measured under the plan counts this many times (a fused group's margin)
 
     def method(self) -> str | None:
         """The one method every timed candidate used; "mixed" when they differ; None when none ran."""
@@ -221,21 +220,11 @@ def _inside_inductor_replay() -> bool:
     return bool(inside) if not callable(inside) else bool(inside())
 
 
-def _scaled(result, scale: float):
-    """A benchmark's result (a time or, for ``return_mode="all"``, a list of them) times ``scale``."""
-    if scale == 1.0:
-        return result
-    return [t * scale for t in result] if isinstance(result, list) else result * scale
-
-
 def _planned_method(name: str, original):
     def planned(*args, **kwargs):
         plan = _active.get()
         if plan is None:
             return original(*args, **kwargs)
-        return _scaled(_timed(plan, *args, **kwargs), plan.scale)
-
-    def _timed(plan, *args, **kwargs):
         contract.note("benchmarker")
         if name == "benchmark_gpu" and _inside_inductor_replay():
             plan.methods.add(METHOD_REPLAY)  # Inductor's own capture calls this to time its graph's replay
