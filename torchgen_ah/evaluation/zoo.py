@@ -149,7 +149,7 @@ def report_text(report: str, rows: list[dict], command: str, status: dict | None
                 note: str | None = None) -> str:
     """The report ``--report`` names: fast mode's (zoo_report) or quality mode's (zoo_quality_report)."""
     if report == "quality":
-        return zoo_quality_report.markdown(rows, command, note=note)
+        return zoo_quality_report.markdown(rows, command, status, note=note)
     return zoo_report.markdown(rows, command, status, note=note)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation import zoo_models
 from torchgen_ah.evaluation.markdown_tables import table
-from torchgen_ah.evaluation.zoo_report import result_lines, summarize
+from torchgen_ah.evaluation.zoo_report import failure_lines, result_lines, summarize
 
 DECODE_BAR = 0.95
 PREFILL_BAR = 0.98
@@ -86,7 +86,7 @@ def totals(judged: list[dict]) -> list[str]:
                 f"{geomean([j['step_ratio'] for j in judged]):.3f}x off."]
 
 
-def markdown(rows: list[dict], command: str, note: str | None = None) -> str:
+def markdown(rows: list[dict], command: str, status: dict | None = None, note: str | None = None) -> str:
     summary = summarize(rows)
     lines, judged = main_table(summary)
     head = [f"Command: `{command}`", "", *([note, ""] if note else []),
@@ -100,4 +100,4 @@ def markdown(rows: list[dict], command: str, note: str | None = None) -> str:
             f"elsewhere; compile <= {COMPILE_BAR:g}x off. `*_frozen`: the mode with TORCHINDUCTOR_FREEZING=1 "
             "(a user's opt-in for inference: constant weights, projections sharing an input concatenated), "
             "shown to price horizontal fusion."]
-    return "\n".join([*head, "", *lines, *totals(judged), *result_lines(rows)]) + "\n"
+    return "\n".join([*head, "", *lines, *totals(judged), *result_lines(rows), *failure_lines(rows, status)]) + "\n"
