@@ -71,6 +71,17 @@ def _ranking_table(model: RankingTree) -> list[str]:
     return lines
 
 
+def _support_table(model: RankingTree) -> list[str]:
+    """``_SUPPORT``: per leaf, (its first choice, inputs, distinct timings, margin, spread) against the
+    default choice (``train_decision.LeafSupport``)."""
+    lines = ["_SUPPORT = {"]
+    for leaf in sorted(model.leaf_support):
+        s = model.leaf_support[leaf]
+        lines.append(f"{_INDENT}{leaf}: ({s.choice}, {s.inputs}, {s.timings}, {s.margin!r}, {s.spread!r}),")
+    lines.append("}")
+    return lines
+
+
 def _block(lines: list[str], depth: int) -> str:
     return "\n".join((_INDENT * depth + ln) if ln else "" for ln in lines)
 
@@ -114,6 +125,7 @@ def _f32(value):
 
 
 {_block(_ranking_table(model), 0)}
+{_block(_support_table(model), 0)}
 
 
 class {heuristic_name}:
@@ -165,6 +177,18 @@ class {heuristic_name}:
         order = _RANKINGS[leaf]
         n = len(scores)
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
+
+    def support(self, features):
+        """The training data behind this input's leaf, against the default (aten) choice: the leaf's first
+        choice, the inputs where both were timed, their distinct timings, how much faster the first
+        choice was (margin: geomean of the default's time / its time) and how far that varies (spread;
+        None below two inputs). None when the leaf has nothing recorded."""
+        found = _SUPPORT.get(self._leaf(self._features(features)))
+        if found is None:
+            return None
+        choice, inputs, timings, margin, spread = found
+        return {{"choice": self.choices[choice], "inputs": inputs, "timings": timings, "margin": margin,
+                "spread": spread}}
 '''
     return src
 
@@ -179,6 +203,11 @@ def generate_dot(model: RankingTree, heuristic_name: str, top: int = 3) -> str:
         if t.children_left[node] < 0:
             first = [model.choices[int(c)] for c in model.leaf_rankings[node][:top]]
             label = f"leaf {node}\\nsamples={samples}\\n" + "\\n".join(first)
+            support = model.leaf_support.get(node)
+            if support is not None:
+                spread = "unknown" if support.spread is None else f"{support.spread:g}"
+                label += (f"\\nsupport: {support.inputs} inputs, {support.timings} timings, "
+                          f"margin {support.margin:g}, spread {spread}")
         else:
             label = f"{names[int(t.feature[node])]} <= {float(t.threshold[node])!r}\\nsamples={samples}"
         out.append(f'  n{node} [label="{label}"];')
