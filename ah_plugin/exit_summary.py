@@ -69,8 +69,11 @@ def _use_part(stats, ops) -> str | None:
 def _cache_part(stats) -> str | None:
     if stats is None:
         return None
+    untimed = stats.get("untimed", 0)
+    said = (f" ({untimed:,} left with one choice, by the USE ranking: nothing timed, so nothing recorded)"
+            if untimed else "")
     return (f"results cache: {_plural(stats.get('hits', 0), 'hit')}, "
-            f"{_plural(stats.get('misses', 0), 'miss', 'misses')}, {stats.get('tuned', 0):,} tuned")
+            f"{_plural(stats.get('misses', 0), 'miss', 'misses')}, {stats.get('tuned', 0):,} tuned{said}")
 
 
 def _print_summary(status_of) -> None:

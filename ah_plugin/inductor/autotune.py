@@ -230,19 +230,21 @@ def _selector_inputs(choices) -> dict | None:
 
 
 def _limits(request: AutotuneRequest, policies) -> dict | None:
-    """The strictest limits the policies ask for (optional ``benchmark_limits(request)``); None when none asks."""
-    limits: dict = {}
+    """The strictest limits the policies ask for (optional ``benchmark_limits(request)``; a value of 0 is no
+    limit); None when none asks, ``{}`` when one asks with no limit (the timings must still be its own)."""
+    limits: dict | None = None
     for policy in policies:
         if getattr(policy, "benchmark_limits", None) is None:
             continue
         answer = registry.call_policy(policy, "benchmark_limits", request)
-        if not answer or answer is registry.FAILED:
+        if answer is None or answer is registry.FAILED:
             continue
+        limits = {} if limits is None else limits
         for key in ("duration_ms", "iterations"):
             value = answer.get(key)
             if value is not None and int(value) > 0:
                 limits[key] = min(int(value), limits.get(key, int(value)))
-    return limits or None
+    return limits
 
 
 def _planned(choices, request: AutotuneRequest, policies, device_type: str, current):

@@ -45,6 +45,7 @@ class Stats:
     untuned_recorded: int = 0
     rejected_candidates: int = 0  # dropped by the numerical check
     limited: int = 0  # tuning misses whose candidate benchmarks were given the max duration/iterations
+    untimed: int = 0  # tuning misses where nothing was timed (one choice left, by the USE ranking): not recorded
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -103,6 +104,7 @@ class ResultsStore:
     refused: set = field(default_factory=set)  # paths that are not results files: never written
     file_digests: list = field(default_factory=list)  # sha256 of every file read, in order
     changes: dict = field(default_factory=dict)  # (op, params) -> solution recorded here (None: forgotten)
+    awaiting: set = field(default_factory=set)  # (op, params) of tuning misses no timing has reached yet
     _digest: tuple = (-1, "")
 
     # -- loading ------------------------------------------------------------------------------
@@ -198,6 +200,12 @@ class ResultsStore:
                 return candidate, True
         return None, False
 
+    def awaiting_timings(self, op: str, params: str) -> None:
+        """A tuning miss: counted as untimed until a winner of it is recorded."""
+        with self.lock:
+            self.awaiting.add((op, params))
+            self.stats.untimed = len(self.awaiting)
+
     def record(self, op: str, params: str, solution: str, time_ms: float) -> None:
         """A new winner: in memory at once, and on disk before this returns (unless automatic writes are
         off, `write_file_on_exit(False)`). A winner for a key whose row holds another solution (gone from
@@ -210,6 +218,8 @@ class ResultsStore:
                 self.replaced[key] = previous.solution
             self.entries[key] = entry
             self.changes[key] = solution
+            self.awaiting.discard(key)
+            self.stats.untimed = len(self.awaiting)
             if P.WILDCARD in params:
                 self._index()
             self.version += 1
@@ -317,6 +327,7 @@ class ResultsStore:
             self.exact_only = False
             self.journaled.clear()
             self.replaced.clear()
+            self.awaiting.clear()
             self.unsaved = 0
 
 
