@@ -37,6 +37,9 @@ def summary_line(status: dict) -> str:
     skipped = status.get("cpu_gemms_not_autotuned", 0)
     if skipped:
         parts.append(f"{_plural(skipped, 'CPU GEMM')} not autotuned by Inductor (freezing off or not under no_grad)")
+    off = status.get("gemms_without_max_autotune", 0)
+    if off:
+        parts.append(f"{_plural(off, 'GEMM')} not autotuned by Inductor (max-autotune off)")
     if not parts and status.get("waiting_for_inductor"):
         parts = ["nothing compiled (torch never imported Inductor)"]
     return PREFIX + "at exit: " + "; ".join(parts or ["nothing to do (no operation named)"])

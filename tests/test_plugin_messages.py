@@ -28,6 +28,11 @@ def test_the_cpu_gemm_message_says_what_was_asked_and_what_to_set():
                            "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=mm has nothing to log and "
                            "TORCHINDUCTOR_AUTOHEURISTIC_USE=mm has nothing to prune for it.")
     assert "TORCHINDUCTOR_FREEZING=1" in text and "torch.no_grad()" in text and "\n" not in text
+    off = cpu_gemm.no_max_autotune_message("packed_linear", both)
+    assert off == ("Inductor autotunes GEMMs only under max-autotune, which is off for this packed_linear, so "
+                   "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=mm has nothing to log and TORCHINDUCTOR_AUTOHEURISTIC_USE=mm "
+                   'has nothing to prune for it: compile with torch.compile(mode="max-autotune") (or set '
+                   "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1); collection and use mode act only on the GEMMs it autotunes.")
 
 
 def test_the_exit_line_renders_each_part_and_says_when_nothing_happened():
