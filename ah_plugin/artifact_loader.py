@@ -270,7 +270,7 @@ def _refusal(path: str, source: str) -> str | None:
             text = handle.read()
     except OSError as error:
         return f"cannot be read ({error.strerror or error})"
-    problem = artifact_trust.not_an_artifact(text)
+    problem = artifact_trust.not_an_artifact(text, path)
     if problem is None and source == SOURCE_USER:
         problem = artifact_trial.verdict(path, text)
     return problem

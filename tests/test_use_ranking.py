@@ -402,6 +402,9 @@ def test_broken_artifacts_are_skipped_with_one_warning_each(tmp_path):
     raising = write_artifact(tmp_path, "_Raises.py", name="Raises")
     raising.write_text("raise RuntimeError('boom')\n" + raising.read_text())
     (tmp_path / "_Empty.py").write_text("X = 1\n")
+    # a hand-written one whose syntax error also hides a mark of an artifact (no "def check_precondition(")
+    (tmp_path / "_Typo.py").write_text('class Mine:\n    heuristic_name = "Mine"\n    op_name = "mm"\n'
+                                       "    def rank(self features):\n        return []\n")
     (tmp_path / "notanartifact.py").write_text("raise SystemExit('must never run')\n")
     dirs = artifact_loader.artifact_dirs(str(tmp_path))
     with warnings.catch_warnings(record=True) as caught:
@@ -410,10 +413,14 @@ def test_broken_artifacts_are_skipped_with_one_warning_each(tmp_path):
         artifact_loader.load_artifacts(dirs)  # cached: no second warning
     assert [a.name for a in loaded if a.source == "user"] == ["MMRankingTest"]
     messages = sorted(str(w.message) for w in caught)
-    assert len(messages) == 3
-    assert any("_Broken.py" in m and "SyntaxError" in m for m in messages)
+    assert len(messages) == 4
+    assert any(f"{broken}: executing it found that it has a syntax error: " in m and f"(at {broken}:" in m
+               for m in messages), messages
     assert any("_Raises.py" in m and "boom" in m for m in messages)
     assert any("_Empty.py" in m and "no artifact class" in m for m in messages)
+    typo = tmp_path / "_Typo.py"
+    assert any(f"{typo}: has a syntax error: " in m and f"(at {typo}:4); not executed" in m for m in messages), \
+        messages
 
 
 def test_files_are_executed_once_per_process(tmp_path):

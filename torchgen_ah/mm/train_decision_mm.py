@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dataset", nargs="+",
                         help="main AutoHeuristic log (e.g. datasets/a100/a100_mm.txt); several logs of one device "
                              "and timing method train as one (their inputs' rows pooled)")
-    parser.add_argument("--heuristic-name", required=True, help="class name, e.g. MMRankingA100")
+    parser.add_argument("--heuristic-name", required=True, type=codegen.heuristic_name,
+                        help="class name, e.g. MMRankingA100")
     parser.add_argument("--ranking", type=int, default=10, metavar="K",
                         help="top-k size the lists are tuned and scored for")
     parser.add_argument("--data", nargs=2, action="append", default=[], metavar=("NAME", "FILE"),

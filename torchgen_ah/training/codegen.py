@@ -9,9 +9,34 @@ same bytes.
 
 from __future__ import annotations
 
+import keyword
+import re
+
 from torchgen_ah.training.train_decision import RankingTree
 
 _INDENT = "    "
+
+
+def heuristic_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an artifact's class name (a Python identifier, not a keyword), with the
+    identifier to use instead; None when it can."""
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return None
+    fixed = re.sub(r"\W", "_", name.strip())
+    fixed = fixed if fixed and not fixed[0].isdigit() else f"_{fixed}"
+    fixed = fixed + "_" if keyword.iskeyword(fixed) else fixed
+    return (f"{name!r} is not a Python class name (letters, digits and _, not starting with a digit, not a "
+            f"keyword); the artifact is class NAME in _NAME.py: try {fixed!r}")
+
+
+def heuristic_name(text: str) -> str:
+    """``--heuristic-name``'s type: the name, or argparse's error naming what to use instead."""
+    import argparse
+
+    problem = heuristic_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _feature_lines(model: RankingTree) -> list[str]:
@@ -94,7 +119,11 @@ def generate_artifact(model: RankingTree, heuristic_name: str, metadata: dict, *
     metadata: the training log's metadata ("name", "device_capa", "shared_memory", feature lists, and
         "timing" when its choices were timed by CUDA-graph replay: fast mode trusts such an artifact's templates).
     command: how it was generated (written in the header so a reader can regenerate it).
+    ValueError when ``heuristic_name`` is not a Python class name.
     """
+    problem = heuristic_name_problem(heuristic_name)
+    if problem:
+        raise ValueError(problem)
     spec = model.spec
     capa = tuple(int(c) for c in metadata["device_capa"])
     header = [
