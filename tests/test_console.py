@@ -102,4 +102,4 @@ def test_the_installed_script_runs_a_tool(tmp_path):
     done = subprocess.run([str(SCRIPT), "merge-data", str(tmp_path / "out.txt"), str(tmp_path / "missing.txt")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].startswith(f"merge_data: error: {tmp_path / 'missing.txt'}")
+    assert done.stderr.strip().splitlines()[-1].startswith(f"ah-plugin merge-data: error: {tmp_path / 'missing.txt'}")
