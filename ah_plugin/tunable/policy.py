@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ah_plugin import aten_margin
+from ah_plugin import aten_margin, messages
 from ah_plugin.policy import AutotuneRequest
 
 from . import params as P
@@ -144,7 +144,7 @@ class TunableCachePolicy:
         db.stats.stale += 1
         db.warn_once(
             ("stale", entry.op, entry.params, entry.solution),
-            f"{entry.source or 'results'}: solution {entry.solution!r} for {entry.op},{entry.params} is not "
+            f"{entry.source or 'results'}: solution {messages.quoted(entry.solution)} for {entry.op},{entry.params} is not "
             f"among today's {len(request.candidates)} candidates; treated as a miss (with tuning on, the new "
             "winner replaces the row)",
         )

@@ -17,10 +17,12 @@ from __future__ import annotations
 import atexit
 import hashlib
 import logging
+import os
 import sys
 import threading
 from dataclasses import dataclass, field
 
+from ah_plugin import whole_lines
 from ah_plugin.log_format import write_failure as _write_failure
 from ah_plugin.messages import PREFIX
 
@@ -52,7 +54,8 @@ class Stats:
 
 
 class Verbose:
-    """Messages at levels 1-3 to stderr, stdout or a file (AH_TUNABLE_VERBOSE_FILENAME)."""
+    """Messages at levels 1-3 to stderr, stdout or a file (AH_TUNABLE_VERBOSE_FILENAME): a regular file, never
+    the results or the untuned file (each would become a log), a FIFO or a device (``open_log``)."""
 
     def __init__(self) -> None:
         self._handle = None
@@ -69,7 +72,7 @@ class Verbose:
         else:
             if self._name != name:
                 try:
-                    self._handle = open(S.with_ordinal(name), "a", encoding="utf-8")
+                    self._handle = open_log(S.with_ordinal(name))
                 except OSError as error:  # a read-only log directory must not disable the cache
                     F.warn(f"{S.with_ordinal(name)}: cannot open the verbose log ({error}); writing to stderr")
                     self._handle = sys.stderr
@@ -77,6 +80,19 @@ class Verbose:
             stream = self._handle
         stream.write(f"{PREFIX}results cache: {message}\n")
         stream.flush()
+
+
+def open_log(path: str):
+    """The verbose log, opened to append: refused (``whole_lines.RefusedWrite``) when it is the results file
+    or the untuned file, or not a regular file; its folder created when missing (said)."""
+    for other, what in ((S.with_ordinal(S.raw_filename()), "the results file"),
+                        (S.with_ordinal(S.raw_untuned_filename()), "the untuned file")):
+        if os.path.realpath(path) == os.path.realpath(other):
+            raise whole_lines.RefusedWrite(f"it is {what} ({other}), which log lines would spoil")
+    created = whole_lines.make_folder_for(path)
+    if created:
+        F.warn(f"{path}: its folder {created} did not exist; created it for the verbose log")
+    return os.fdopen(whole_lines.open_plain(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a", encoding="utf-8")
 
 
 verbose = Verbose()
@@ -124,12 +140,22 @@ class ResultsStore:
                 _register_atexit()
             try:
                 data = F.read_bytes(path)
-            except OSError as error:  # unreadable (permissions, a directory): warn, start empty
+            except whole_lines.RefusedWrite as error:  # a FIFO, a device, a folder: never opened
+                self.refused.add(path)
+                self.warn_once(("read", path), f"the results file {error}; the results of this run stay in memory")
+                return False
+            except OSError as error:  # unreadable (permissions): warn, start empty
                 self.warn_once(("read", path), f"{path}: cannot read the results file ({error}); not used")
                 return False
             if data is None:
                 verbose(1, f"results file {path}: missing")
                 return False
+            try:
+                whole_lines.check_writable(path)
+            except whole_lines.RefusedWrite as error:  # read-only: its rows answer, nothing is written to it
+                self.refused.add(path)
+                self.warn_once(("read-only", path), f"the results file {error}; the winners of this run stay "
+                                                    "in memory")
             validators = F.current_validators()
             if self.searched is None and not self.entries:  # the first file: searched when large and plain
                 self.searched = results_search.open_searched(path, data, validators)
