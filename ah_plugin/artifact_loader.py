@@ -230,6 +230,7 @@ def _user_dir_from_settings() -> str | None:
 
 _lock = threading.Lock()
 _loaded: dict[tuple, tuple[LoadedArtifact, ...]] = {}
+_files: dict[tuple[str, str], list] = {}  # (real path, source) -> its artifacts: each file executed once
 _warned_files: set[str] = set()
 
 
@@ -302,7 +303,16 @@ def _execute(path: str, name: str) -> list:
 
 
 def _load_file(path: str, source: str) -> list[LoadedArtifact]:
-    """Execute one artifact file (guarded); return instances of the Contract-2 classes it defines."""
+    """Execute one artifact file (guarded) once per process, however many folder settings name it (a
+    relative and an absolute path, the folder alone and with the package's); return instances of the
+    Contract-2 classes it defines."""
+    key = (os.path.realpath(path), source)
+    if key not in _files:
+        _files[key] = _execute_file(path, source)
+    return _files[key]
+
+
+def _execute_file(path: str, source: str) -> list[LoadedArtifact]:
     refused = _refusal(path, source)
     if refused:
         _warn_file(path, refused)
@@ -373,6 +383,7 @@ def clear_cache() -> None:
     """Forget loaded artifacts and warnings (tests; a user who rewrote the directory in-process)."""
     with _lock:
         _loaded.clear()
+        _files.clear()
         _warned_files.clear()
         _hung.clear()
 

@@ -429,9 +429,12 @@ def test_files_are_executed_once_per_process(tmp_path):
     path = write_artifact(tmp_path, "_MMRankingTest.py")
     path.write_text(f"import os\nopen({str(counter)!r}, 'a').write(f'{{os.getpid()}}\\n')\n" + path.read_text())
     p1, p2 = policy(tmp_path), policy(tmp_path)
+    # the same folder named otherwise (relative to the current one), and with the package's folder too
+    p3 = RankingPolicy(artifact_dir=os.path.relpath(tmp_path), package=True)
     for _ in range(3):
         p1.select(request())
         p2.select(request())
+        p3.select(request())
     pids = counter.read_text().split()
     assert pids.count(str(os.getpid())) == 1 and len(pids) == 2
 
