@@ -1143,3 +1143,51 @@ def test_careless_results_files_and_values_cost_nothing_of_the_users(real_run):
     for named in ("AH_TUNABLE_NUMERICAL_CHECK='nan_nan'", "AH_TUNABLE_MAX_TUNING_DURATION_MS='\u0661'",
                   "AH_TUNABLE_VERBOSE='\u0662'"):
         assert named in err
+
+
+BARS = PRELUDE + textwrap.dedent(
+    """
+    import ah_plugin
+    ok, source = compile_linear(40, 64, 48, 1e-4)
+    status = ah_plugin.status()
+    print("RESULT " + json.dumps({"ok": ok, "installed": status.get("installed"),
+                                  "cache": status.get("cache_stats"), "benchmarked": benchmarked}))
+    """
+)
+
+
+def _bar_run(tmp_path, tag, **variables):
+    env = child_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor_{tag}"), **variables)
+    done = subprocess.run([sys.executable, "-c", BARS], env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+    return result, done.stderr
+
+
+@pytest.mark.slow
+def test_a_fifo_a_read_only_file_and_a_5000_digit_value_in_real_compiles(tmp_path):
+    """The bars, in real compiles (each equal to eager): a FIFO as the results file, the compile finishes and
+    the FIFO is untouched; a 0444 results file is unchanged after a run that tunes and records; an
+    AH_PLUGIN_TOP_K of 5000 digits is named in the output, the plugin stays installed (the results cache
+    goes on, the USE ranking is off)."""
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+    result, err = _bar_run(tmp_path, "fifo", AH_TUNABLE_ENABLED="1", AH_TUNABLE_FILENAME=str(fifo))
+    assert result["ok"] and result["cache"]["tuned"] == 1, result
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and f"the results file {fifo} is a FIFO (named pipe)" in err
+
+    read_only = tmp_path / "read_only.csv"
+    read_only.write_text(validator_text() + f"packed_linear,{key_of(9)},{MKL},0.2\n")
+    read_only.chmod(0o444)
+    before = read_only.read_bytes()
+    result, err = _bar_run(tmp_path, "read_only", AH_TUNABLE_ENABLED="1", AH_TUNABLE_FILENAME=str(read_only))
+    assert result["ok"] and result["cache"]["tuned"] == 1 and len(result["benchmarked"]) == 1, result
+    assert read_only.read_bytes() == before and stat.S_IMODE(read_only.stat().st_mode) == 0o444
+    assert f"the results file {read_only} has no write permission (mode 0o444)" in err
+
+    huge = "7" * 5000
+    result, err = _bar_run(tmp_path, "huge", TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_TOP_K=huge,
+                           AH_TUNABLE_ENABLED="1", AH_TUNABLE_FILENAME=str(tmp_path / "huge.csv"))
+    assert result["ok"] and result["installed"] and result["cache"]["tuned"] == 1, result
+    assert f"AH_PLUGIN_TOP_K='{'7' * 60}'... (5,000 characters) is not 'fast'" in err and huge not in err
+    assert "not activated" not in err and "switched off" not in err
