@@ -44,7 +44,7 @@ from ah_plugin.tunable import results_search
 from ah_plugin.tunable import store as store_module
 from ah_plugin.tunable import settings as TS
 from ah_plugin.tunable.store import store
-from linear_child import PRELUDE, child_env
+from linear_child import PRELUDE, child_env, cpu_artifact
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -52,31 +52,11 @@ CPU_META = {"name": "packed_linear", "device_capa": (0, 0), "shared_memory": 0, 
             "numerical_features": ["in0_size_0"], "categorical_features": []}
 MKL, CPP = "extern__mkl_linear", "cpp_CppMicroGemmFP32Vec_bm8_bn32_bk1"
 
-# A Contract-2 artifact for the CPU's packed_linear; {prelude} runs at import, {rank} is rank()'s body.
-ARTIFACT = '''{prelude}
-class {name}:
-    heuristic_name = "{name}"
-    op_name = "packed_linear"
-    device_capa = (0, 0)
-    shared_memory = 0
-    device_names = ()
-    numerical_features = ["in0_size_0"]
-    categorical_features = []
-    choices = ["{mkl}", "{cpp}"]
-
-    def check_precondition(self, metadata):
-        {precondition}
-
-    def rank(self, features):
-        {rank}
-'''
-
-
 def write_artifact(directory, name, *, prelude="", rank=None, precondition="return True", filename=None):
+    """A Contract-2 artifact for the CPU's packed_linear (``linear_child.cpu_artifact``)."""
     rank = rank or f"return [({CPP!r}, 0.9), ({MKL!r}, 0.1)]"
     path = directory / (filename or f"_{name}.py")
-    path.write_text(ARTIFACT.format(prelude=prelude, name=name, mkl=MKL, cpp=CPP, rank=rank,
-                                    precondition=precondition))
+    path.write_text(cpu_artifact(name, "packed_linear", [MKL, CPP], rank, prelude=prelude, precondition=precondition))
     path.chmod(0o644)  # whatever the umask: writable by its owner only
     return path
 

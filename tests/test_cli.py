@@ -171,11 +171,16 @@ def test_a_zip_is_named_at_line_1_whatever_its_header_bytes(tmp_path):
 def test_a_heuristic_name_that_is_no_python_class_name_is_refused_before_training(tmp_path, bad_inputs):
     """``--heuristic-name my-ranking`` would write ``class my-ranking:``, which no program can load: refused
     in one line that says what to use instead, nothing written."""
-    for name, fixed in (("my-ranking", "my_ranking"), ("2fast", "_2fast"), ("class", "class_")):
-        refused = _run("torchgen_ah.train_generic", bad_inputs["packed_linear"], "--heuristic-name", name, cwd=tmp_path)
-        assert refused.returncode == 2
-        assert _last_line(refused) == (
-            f"python -m torchgen_ah.train_generic: error: argument --heuristic-name: {name!r} is not a Python class "
-            "name (letters, digits and _, not starting with a digit, not a keyword); the artifact is class NAME in "
-            f"_NAME.py: try {fixed!r}")
+    from torchgen_ah.training.codegen import heuristic_name_problem
+
+    refused = _run("torchgen_ah.train_generic", bad_inputs["packed_linear"], "--heuristic-name", "my-ranking",
+                   cwd=tmp_path)
+    assert refused.returncode == 2
+    assert _last_line(refused) == (
+        "python -m torchgen_ah.train_generic: error: argument --heuristic-name: 'my-ranking' is not a Python class "
+        "name (letters, digits and _, not starting with a digit, not a keyword); the artifact is class NAME in "
+        "_NAME.py: try 'my_ranking'")
     assert not list(tmp_path.glob("_*.py"))
+    for name, fixed in (("2fast", "_2fast"), ("class", "class_"), ("My Ranking", "My_Ranking")):
+        assert heuristic_name_problem(name).endswith(f"try {fixed!r}")
+    assert heuristic_name_problem("MyRanking") is None

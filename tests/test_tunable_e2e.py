@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from ah_plugin.tunable import results_file as F
-from linear_child import PRELUDE, child_env
+from linear_child import PRELUDE, child_env, cpu_artifact
 
 SCRIPT = PRELUDE + textwrap.dedent(
     """
@@ -190,28 +190,11 @@ def test_a_winner_is_timed_under_the_caches_limits_not_taken_from_inductors_cach
     assert "earlier run" not in proc.stderr  # both timed in this process
 
 
-ARTIFACT = textwrap.dedent(
-    """
-    class {name}:
-        heuristic_name = "{name}"
-        op_name = "{op}"
-        device_capa = (0, 0)
-        shared_memory = 0
-        device_names = ()
-        numerical_features = []
-        categorical_features = []
-        choices = {choices!r}
-
-        def check_precondition(self, metadata):
-            return metadata.get("name") == self.op_name and tuple(metadata.get("device_capa", ())) == (0, 0)
-
-        def rank(self, features):
-            return [({template!r}, 0.5), ({aten!r}, 0.5)]
-
-        def support(self, features):  # backed, but below fast mode's share of 0.8: timed against aten
-            return {{"choice": {template!r}, "inputs": 4, "timings": 16, "margin": 1.5, "spread": 1.1}}
-    """
-)
+# backed, but below fast mode's share of 0.8: timed against aten
+SUPPORT = '''
+    def support(self, features):
+        return {{"choice": {template!r}, "inputs": 4, "timings": 16, "margin": 1.5, "spread": 1.1}}
+'''
 
 
 @pytest.mark.slow
@@ -227,8 +210,9 @@ def test_use_mode_with_the_cache_records_the_timed_choices_and_hits_them_next_ti
         template = next(cid for cid in ids[op] if cid.startswith("cpp_"))
         aten = next(cid for cid in ids[op] if cid.startswith("extern_"))
         name = f"Mine{op.capitalize()}"
-        (folder / f"_{name}.py").write_text(ARTIFACT.format(name=name, op=op, choices=ids[op], template=template,
-                                                             aten=aten))
+        (folder / f"_{name}.py").write_text(cpu_artifact(
+            name, op, ids[op], f"return [({template!r}, 0.5), ({aten!r}, 0.5)]",
+            precondition="return metadata.get('name') == self.op_name", methods=SUPPORT.format(template=template)))
     env = {"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm", "AH_PLUGIN_ARTIFACT_DIR": str(folder),
            "AH_TUNABLE_ENABLED": "1", "AH_TUNABLE_FILENAME": str(tmp_path / "results.csv"), "AH_PLUGIN_VERBOSE": "1"}
     first, _ = run_gemms(tmp_path, "tune", **env)
