@@ -114,7 +114,7 @@ def file_lock(path: str):
         yield
         return
     _make_folder(path)
-    fd = _open_side(path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT)
+    fd = _open_side(path + LOCK_SUFFIX, os.O_RDONLY | os.O_CREAT)  # flock needs no write access
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
