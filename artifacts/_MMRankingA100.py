@@ -287,6 +287,9 @@ _SCORES = {
     265: (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
     266: (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
+# per leaf: its first choice against the default (aten): the training inputs where both were timed,
+# their distinct timings, the margin (geomean of the default's time / the choice's) and the spread
+_SUPPORT_KEYS = ("choice", "inputs", "timings", "margin", "spread")
 _SUPPORT = {
     6: (199, 8, 16, 1.1927, 1.1727),
     7: (259, 4, 20, 1.2268, 1.0772),
@@ -1190,13 +1193,6 @@ class MMRankingA100:
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
 
     def support(self, features):
-        """The training data behind this input's leaf, against the default (aten) choice: the leaf's first
-        choice, the inputs where both were timed, their distinct timings, how much faster the first
-        choice was (margin: geomean of the default's time / its time) and how far that varies (spread;
-        None below two inputs). None when the leaf has nothing recorded."""
+        """The training data behind this input's leaf (its first choice against aten), or None."""
         found = _SUPPORT.get(self._leaf(self._features(features)))
-        if found is None:
-            return None
-        choice, inputs, timings, margin, spread = found
-        return {"choice": self.choices[choice], "inputs": inputs, "timings": timings, "margin": margin,
-                "spread": spread}
+        return None if found is None else dict(zip(_SUPPORT_KEYS, (self.choices[found[0]], *found[1:])))

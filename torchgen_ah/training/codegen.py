@@ -99,7 +99,9 @@ def _ranking_table(model: RankingTree) -> list[str]:
 def _support_table(model: RankingTree) -> list[str]:
     """``_SUPPORT``: per leaf, (its first choice, inputs, distinct timings, margin, spread) against the
     default choice (``train_decision.LeafSupport``)."""
-    lines = ["_SUPPORT = {"]
+    lines = ["# per leaf: its first choice against the default (aten): the training inputs where both were timed,",
+             "# their distinct timings, the margin (geomean of the default's time / the choice's) and the spread",
+             '_SUPPORT_KEYS = ("choice", "inputs", "timings", "margin", "spread")', "_SUPPORT = {"]
     for leaf in sorted(model.leaf_support):
         s = model.leaf_support[leaf]
         lines.append(f"{_INDENT}{leaf}: ({s.choice}, {s.inputs}, {s.timings}, {s.margin!r}, {s.spread!r}),")
@@ -208,16 +210,9 @@ class {heuristic_name}:
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
 
     def support(self, features):
-        """The training data behind this input's leaf, against the default (aten) choice: the leaf's first
-        choice, the inputs where both were timed, their distinct timings, how much faster the first
-        choice was (margin: geomean of the default's time / its time) and how far that varies (spread;
-        None below two inputs). None when the leaf has nothing recorded."""
+        """The training data behind this input's leaf (its first choice against aten), or None."""
         found = _SUPPORT.get(self._leaf(self._features(features)))
-        if found is None:
-            return None
-        choice, inputs, timings, margin, spread = found
-        return {{"choice": self.choices[choice], "inputs": inputs, "timings": timings, "margin": margin,
-                "spread": spread}}
+        return None if found is None else dict(zip(_SUPPORT_KEYS, (self.choices[found[0]], *found[1:])))
 '''
     return src
 
