@@ -8,7 +8,7 @@
 #                                      bert, t5, mixtral_moe and the decoder training step
 #   PART=rest bash gpu_jobs/zoo.sh     every zoo model not yet measured in the results files DONE names
 #                                      (comma-separated paths in this tree, e.g. the a and b runs' results.jsonl
-#                                      copied under benchmarks/runs/zoo/): what a part's time budget cut
+#                                      copied under benchmarks/runs/zoo_h200/): what a part's time budget cut
 #   PART=quality bash gpu_jobs/zoo.sh  quality mode on the decoders and the encoder (llama_decode, qwen2_decode,
 #                                      gpt2, bert, llama_prefill) with MODES off,quality,off_again by default,
 #                                      its report against quality mode's bars (--report quality, section

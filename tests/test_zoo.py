@@ -277,8 +277,7 @@ def test_quality_report_judges_each_model_by_its_own_bar_on_the_h200_rows(tmp_pa
 
     from torchgen_ah.evaluation import zoo_quality_report
 
-    runs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "runs",
-                        "zoo_quality_h200")
+    runs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "zoo_quality_h200")
     files = ",".join(os.path.join(runs, name) for name in sorted(os.listdir(runs)) if name.endswith(".jsonl"))
     assert zoo_quality_report.step_bar("llama_decode") == (0.95, "decode")
     assert zoo_quality_report.step_bar("bert") == (0.98, "encoder")
