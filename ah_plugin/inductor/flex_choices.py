@@ -38,8 +38,10 @@ def config_params(op: str, config) -> dict:
     return {key: getattr(config, attr) for key, attr in _FIELDS[op].items()}
 
 
-def configs(op: str, ask, head_dim: int, dtype, device_type, current) -> list:
-    """The configs for one flex kernel: ``ask(head_dim, dtype, device_type)`` is Inductor's own hook."""
+def configs(op: str, ask, head_dim: int, dtype, device_type, current, call=None, metadata=None) -> list:
+    """The configs for one flex kernel: ``ask(head_dim, dtype, device_type)`` is Inductor's own hook.
+    ``call``: the query, key and value described (default: the flex call being lowered); ``metadata``: the
+    device's (default: the current CUDA device's)."""
     if current is None or not current.active or device_type != "cuda":
         return ask(head_dim, dtype, device_type)
     if op in current.collect_ops:
@@ -56,7 +58,10 @@ def configs(op: str, ask, head_dim: int, dtype, device_type, current) -> list:
     if off_id not in ids:
         offered.append(off)
         ids.append(off_id)
-    ranked, sure, why = _ranking(op, head_dim, dtype, current)
+    call = flex_lowering.current_call() if call is None else call
+    if metadata is None:
+        metadata = device_metadata(torch.device("cuda", torch.cuda.current_device()))
+    ranked, sure, why = _ranking(op, call, {"name": op, **metadata}, current)
     keep = flex_ranking.choose(ranked, ids, off_id, quality=current.quality, sure=sure)
     stats["decided"] += 1
     stats["offered"] += len(ids)
@@ -67,14 +72,12 @@ def configs(op: str, ask, head_dim: int, dtype, device_type, current) -> list:
     return [offered[ids.index(cid)] for cid in keep]
 
 
-def _ranking(op: str, head_dim: int, dtype, current) -> tuple[list[str] | None, bool, str]:
+def _ranking(op: str, call, metadata: dict, current) -> tuple[list[str] | None, bool, str]:
     """(ids best first or None, whether the ranking is sure of its first, the reason in words)."""
-    call = flex_lowering.current_call()
     if call is None:
         return None, False, "the call's sizes are unknown (no ranking)"
     features, _, _ = flex_ranking.flex_features(call)
-    metadata = {"name": op, **device_metadata(torch.device("cuda", torch.cuda.current_device()))}
-    artifact = artifact_loader.select(op, metadata)
+    artifact = artifact_loader.select(op, metadata, _artifact_dirs(current))
     if artifact is None:
         return None, False, f"no artifact ranks {op} on {metadata['device_name']}"
     ranking = artifact.rank(features)
@@ -83,3 +86,8 @@ def _ranking(op: str, head_dim: int, dtype, current) -> tuple[list[str] | None, 
     share = ranking[0][1]
     sure = share >= lone_template_share(current.confidence, cpu=False)
     return [cid for cid, _ in ranking], sure, f"{artifact.name} ranks it (first at {share:.2f})"
+
+
+def _artifact_dirs(current):
+    """The folders artifacts are loaded from: the user's (``AH_PLUGIN_ARTIFACT_DIR``) and the package's."""
+    return artifact_loader.artifact_dirs(current.artifact_dir)

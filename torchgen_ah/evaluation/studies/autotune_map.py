@@ -3,6 +3,7 @@
     python -m torchgen_ah.evaluation.studies.autotune_map --out DIR [--families flex_attention,...]
         [--budget-s 120] [--rounds 5]
     python -m torchgen_ah.evaluation.studies.autotune_map --report DIR/*.jsonl [--results benchmarks/RESULTS.md]
+        [--detail docs/where_autotuning_pays.md]
 
 Each family runs in a fresh process of its own (``--worker``), its workloads one after another
 (``autotune_families``). Per workload, in that process:
@@ -17,9 +18,10 @@ Each family runs in a fresh process of its own (``--worker``), its workloads one
   and the candidate off runs (aten, or flex attention's default config), on one clock;
 * default's output against off's (largest absolute difference, and relative to off's largest value).
 
-The report gives per family the geomean of default's step over off's, the fastest candidate's kernel time
+The summary (``--results``) gives per family the geomean of default's step over off's, the fastest candidate's kernel time
 over off's kernel, default's compile over off's, and the verdict against the bar that decides whether a
-family is worth learning: default beats off by 3% or more on the geomean, or by 10% on one shape.
+family is worth learning: default beats off by 3% or more on the geomean, or by 10% on one shape;
+``--detail FILE`` writes every shape's row (the pick, the fastest candidate) as a section of ``FILE``.
 A worker writes one JSON line per workload as it goes, so a run cut short keeps what it measured.
 """
 
@@ -36,6 +38,7 @@ import tempfile
 import time
 
 SECTION = "autotune_map"
+DETAIL_SECTION = "autotune_map_shapes"
 PAYS_GEOMEAN = 0.97  # default's step over off's, geomean of a family's shapes
 PAYS_ANY = 0.90  # ... or on any one shape
 DEFAULT_BUDGET_S = 120.0
@@ -310,8 +313,8 @@ def short_label(label: str | None) -> str:
     return " ".join(words).replace("num_stages=", "s").replace("num_warps=", "w")
 
 
-def report(rows: list[dict], command: str) -> str:
-    """The RESULTS.md section: a summary per family, then every shape."""
+def summary(rows: list[dict], command: str) -> str:
+    """The RESULTS.md section: one line per family, and the bar."""
     rows = measured_once(rows)
     families: dict[str, list[dict]] = {}
     for row in rows:
@@ -321,42 +324,49 @@ def report(rows: list[dict], command: str) -> str:
         "",
         f"Command: `{command}`",
         "",
-        "Per op family, on shapes from real models (one fresh process per family, both modes compiled and "
-        "timed in it, rounds interleaved): *default* is max-autotune's compiled op over max-autotune off's "
-        "(CUDA-graph replay, median of the rounds); *best kernel* is the fastest of default's candidates over "
-        "the kernel off runs (aten, or flex attention's default config), each timed again by replay inside "
-        "the autotuning; *compile* is default's first-call wall time over off's. A family pays when default "
-        f"beats off by 3% on the geomean (<= {PAYS_GEOMEAN}) or by 10% on one shape (<= {PAYS_ANY}).",
+        "Per op family, on shapes from real models, each family in a fresh process with both modes compiled and "
+        "timed in it (CUDA-graph replay, interleaved rounds): *default* is default max-autotune's op over max-autotune "
+        "off's; *best kernel*, the fastest of default's candidates over the kernel off runs (aten, or flex "
+        "attention's default config), both timed by replay inside the autotuning; *compile*, first-call wall time. "
+        f"A family pays where default beats off by 3% on the geomean (<= {PAYS_GEOMEAN}) or by 10% on one shape "
+        f"(<= {PAYS_ANY}). Every shape, its pick and the fastest candidate: "
+        "[docs/where_autotuning_pays.md](../docs/where_autotuning_pays.md).",
         "",
-        "| family | shapes | default x off (geomean) | best shape | shapes default loses (> 1.03) | best kernel x off "
-        "| compile x off | default's compile, all shapes | pays |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| family | shapes | default x off, geomean (best) | shapes default loses by > 3% | best kernel x off "
+        "| compile x off | pays |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for family, family_rows in families.items():
         v = family_verdict(family_rows)
-        shapes = f"{v['shapes']}" + (f" (+{v['not_measured']} not measured)" if v["not_measured"] else "")
+        shapes = f"{v['shapes']}" + (f" (+{v['not_measured']} failed)" if v["not_measured"] else "")
         verdict = "**yes**" if v["pays_on_geomean"] else ("on some shapes" if v["pays"] else "no")
-        lines.append(f"| {family} | {shapes} | {_fmt(v['default_x_off'])} | {_fmt(v['best_shape_x_off'])} | "
+        lines.append(f"| {family} | {shapes} | {_fmt(v['default_x_off'])} ({_fmt(v['best_shape_x_off'])}) | "
                      f"{v['default_slower']} | {_fmt(v['kernel_best_x_off'])} | {_fmt(v['compile_x_off'], 1)} | "
-                     f"{v['compile_default_s']:.0f} s | {verdict} |")
-    lines += ["", "| family | shape | off us | default us | default x off | spread off/default | best kernel x off "
-              "| default's pick | fastest candidate | compile off / default s | max diff |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |"]
-    for family, family_rows in families.items():
-        for r in family_rows:
-            if "default_x_off" not in r:
-                lines.append(f"| {family} | {r['label']} | - | - | - | - | - | "
-                             f"{(r.get('skipped') or r.get('error', ''))[:80]} | - | - | - |")
-                continue
-            main = next((t for t in r["autotunings"] if t["name"] == family or
-                         (family == "flex_attention_backward" and t["name"] == family)), None)
-            pick = short_label(main["picked"]) if main else "no autotuning (one candidate)"
-            fastest = short_label(main["fastest"]) if main else "-"
-            lines.append(
-                f"| {family} | {r['label']} | {r['off_us']:.1f} | {r['default_us']:.1f} | "
-                f"{r['default_x_off']:.3f} | {r['off_spread']:.1%} / {r['default_spread']:.1%} | "
-                f"{_fmt(r.get('kernel_best_x_off'))} | {pick} | {fastest} | "
-                f"{r['compile_off_s']:.1f} / {r['compile_default_s']:.1f} | {r['relative_diff']:.1e} |")
+                     f"{verdict} |")
+    return "\n".join(lines)
+
+
+def detail(rows: list[dict], command: str) -> str:
+    """Every shape of every family: step and kernel ratios, default's pick and the fastest candidate."""
+    rows = measured_once(rows)
+    lines = [f"Command: `{command}`", "",
+             "| family | shape | off us | default us | default x off | spread off/default | best kernel x off "
+             "| default's pick | fastest candidate | compile off / default s | max diff |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |"]
+    for r in rows:
+        family = r["family"]
+        if "default_x_off" not in r:
+            lines.append(f"| {family} | {r['label']} | - | - | - | - | - | "
+                         f"{(r.get('skipped') or r.get('error', ''))[:80]} | - | - | - |")
+            continue
+        main = next((t for t in r["autotunings"] if t["name"] == family), None)
+        pick = short_label(main["picked"]) if main else "no autotuning (one candidate)"
+        fastest = short_label(main["fastest"]) if main else "-"
+        lines.append(
+            f"| {family} | {r['label']} | {r['off_us']:.1f} | {r['default_us']:.1f} | "
+            f"{r['default_x_off']:.3f} | {r['off_spread']:.1%} / {r['default_spread']:.1%} | "
+            f"{_fmt(r.get('kernel_best_x_off'))} | {pick} | {fastest} | "
+            f"{r['compile_off_s']:.1f} / {r['compile_default_s']:.1f} | {r['relative_diff']:.1e} |")
     return "\n".join(lines)
 
 
@@ -384,7 +394,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="comma-separated words: only the workloads whose label holds one")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--report", nargs="+", help="JSON-lines files to report on (no GPU needed)")
-    parser.add_argument("--results", help="write the report as a section of this markdown file")
+    parser.add_argument("--results", help="write the summary as a section of this markdown file")
+    parser.add_argument("--detail", help="write every shape's row as a section of this markdown file")
     parser.add_argument("--command", default="", help="the command line quoted in the report")
     args = parser.parse_args(argv)
     if args.worker:
@@ -406,7 +417,11 @@ def main(argv=None) -> int:
     rows = read_rows(paths)
     figures = {family: family_verdict([r for r in measured_once(rows) if r["family"] == family])
                for family in dict.fromkeys(r["family"] for r in rows)}
-    return publish_report(report(rows, command), figures, SECTION, None, args.results)
+    if args.detail:
+        from torchgen_ah.evaluation.results_section import update_results_section
+
+        update_results_section(args.detail, DETAIL_SECTION, detail(rows, command))
+    return publish_report(summary(rows, command), figures, SECTION, None, args.results)
 
 
 if __name__ == "__main__":

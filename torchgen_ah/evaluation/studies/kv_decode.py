@@ -4,6 +4,7 @@ process.
     python -m torchgen_ah.evaluation.studies.kv_decode [--attention flex|sdpa] [--batch 8] [--context 4096]
         [--prompt 512] [--layers 4] [--dim 2048] [--modes off,fast,quality,default_flex,default]
         [--rounds 7] [--budget-s 400] [--json OUT.json] [--results benchmarks/RESULTS.md]
+    python -m torchgen_ah.evaluation.studies.kv_decode --combine A.json B.json [--results benchmarks/RESULTS.md]
 
 The model is built in the way of gpt-fast: embeddings, ``--layers`` blocks of RMSNorm, grouped-query attention
 (32 query heads, 8 key/value heads) over a static cache of ``--context`` positions per layer, SwiGLU MLP, and
@@ -302,38 +303,42 @@ def _flex_stats() -> dict:
     return dict(flex_choices.stats)
 
 
-def report(figures: dict, command: str) -> str:
-    config, results = figures["config"], figures["results"]
-    off = results.get("off", {})
+def report(runs: list[dict], command: str) -> str:
+    """The ``kv_decode`` section: one row per run (attention kind) and mode."""
+    first = runs[0]
+    config = first["config"]
     lines = [
         "## Decoding with a KV cache",
         "",
-        f"Command: `{command}` on {figures['device']} (torch {figures['torch']}).",
+        f"Command: `{command}` on {first['device']} (torch {first['torch']}).",
         "",
         f"A {config['layers']}-layer Llama-style decoder (hidden {config['dim']}, 32 query and 8 key/value heads, "
-        f"vocabulary {config['vocab']}), {config['attention']} attention, batch {config['batch']}, a static cache of "
-        f"{config['context']} positions, decode timed at position {config['context'] // 2}, prompt {config['prompt']} "
-        f"tokens. Modes compiled in one process, every function timed by CUDA-graph replay in {config['rounds']} "
-        "interleaved rounds (median; spread = max/min - 1). Roofline: weights plus the valid KV cache read once "
-        f"at {config['hbm_tbs']} TB/s ({figures['roofline_ms']:.3f} ms). Compile: the first call's seconds in "
-        "this shared process.",
+        f"vocabulary {config['vocab']}), batch {config['batch']}, a static cache of {config['context']} positions, "
+        f"decode timed at position {config['context'] // 2}, prompt {config['prompt']} tokens (time to first token: "
+        "the prefill). A run's modes are compiled in one process and timed by CUDA-graph replay in "
+        f"{config['rounds']} interleaved rounds (median; spread = max/min - 1). Roofline share: the weights and the "
+        f"valid KV cache read once at {config['hbm_tbs']} TB/s ({first['roofline_ms']:.3f} ms) over the step. Compile: "
+        "first calls in that shared process, prefill + decode.",
         "",
-        "| mode | decode ms/token | tokens/s | decode x off | spread | roofline share | prefill (TTFT) ms | "
-        "prefill x off | compile s (prefill + decode) | max diff vs off |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| attention | mode | decode ms/token | tokens/s | decode x off (spread) | roofline share | "
+        "prefill ms | prefill x off | compile s | max diff |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for mode, r in results.items():
-        if "decode_ms" not in r:
-            lines.append(f"| {mode} | {r.get('skipped', 'not measured')} | | | | | | | | |")
-            continue
-        c = r["compile_s"]
-        prefill = (f"{r['prefill_ms']:.2f} | {r['prefill_ms'] / off['prefill_ms']:.3f}" if "prefill_ms" in r
-                   else "not compiled in the budget | -")
-        compile_s = " + ".join(f"{c[k]:.1f}" for k in ("prefill", "decode") if k in c)
-        lines.append(
-            f"| {mode} | {r['decode_ms']:.3f} | {r['tokens_per_s']:.0f} | "
-            f"{r['decode_ms'] / off['decode_ms']:.3f} | {r['decode_spread']:.1%} | {r['roofline_share']:.0%} | "
-            f"{prefill} | {compile_s} | {r['max_diff']:.1e} |")
+    for run in runs:
+        attention, results = run["config"]["attention"], run["results"]
+        off = results.get("off", {})
+        for mode, r in results.items():
+            if "decode_ms" not in r:
+                lines.append(f"| {attention} | {mode} | {r.get('skipped', 'not measured')[:90]} | | | | | | | |")
+                continue
+            c = r["compile_s"]
+            prefill = (f"{r['prefill_ms']:.2f} | {r['prefill_ms'] / off['prefill_ms']:.3f}" if "prefill_ms" in r
+                       else "not compiled in the budget | -")
+            compile_s = " + ".join(f"{c[k]:.1f}" for k in ("prefill", "decode") if k in c)
+            lines.append(
+                f"| {attention} | {mode} | {r['decode_ms']:.3f} | {r['tokens_per_s']:.0f} | "
+                f"{r['decode_ms'] / off['decode_ms']:.3f} ({r['decode_spread']:.0%}) | {r['roofline_share']:.0%} | "
+                f"{prefill} | {compile_s} | {r['max_diff']:.0e} |")
     return "\n".join(lines)
 
 
@@ -356,7 +361,23 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     parser.add_argument("--results", help="write the table as a section of this markdown file")
+    parser.add_argument("--combine", nargs="+", metavar="JSON",
+                        help="report on these runs' --json files together (no GPU needed)")
     args = parser.parse_args(argv)
+    command = "python -m torchgen_ah.evaluation.studies.kv_decode " + " ".join(argv if argv is not None else sys.argv[1:])
+    from torchgen_ah.evaluation.results_section import publish_report
+
+    if args.combine:
+        import json
+
+        runs = []
+        for path in args.combine:
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    runs.append(json.load(handle))
+            except (OSError, ValueError) as exc:
+                return command_line.fail("kv_decode", ValueError(f"{path}: {exc}"))
+        return publish_report(report(runs, command), {"runs": runs}, SECTION, None, args.results)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in args.modes if m not in MODES]
     if unknown:
@@ -368,10 +389,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         return command_line.fail("kv_decode", RuntimeError("needs a CUDA GPU (times by CUDA-graph replay)"))
     figures = run(args)
-    command = "python -m torchgen_ah.evaluation.studies.kv_decode " + " ".join(argv if argv is not None else sys.argv[1:])
-    from torchgen_ah.evaluation.results_section import publish_report
-
-    return publish_report(report(figures, command), figures, SECTION, args.json, args.results)
+    return publish_report(report([figures], command), figures, SECTION, args.json, args.results)
 
 
 if __name__ == "__main__":
