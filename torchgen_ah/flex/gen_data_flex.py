@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 
 from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
+from torchgen_ah.datagen.fresh_caches import fresh_compile_caches
 
 ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"
@@ -137,26 +136,17 @@ class BenchmarkRunnerFlex(BenchmarkRunner):
 
         work = workload(spec, "cuda")
         fn, inputs = work.build()
-        cache_dir = tempfile.mkdtemp(prefix="ah_gen_flex_")
-        saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(cache_dir, "triton")
         seconds = []
         try:
-            for _ in range(reps):
-                torch.compiler.reset()
-                start = time.perf_counter()
-                compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
-                _call(compiled, inputs, work.training)
-                torch.cuda.synchronize()
-                seconds.append(round(time.perf_counter() - start, 3))
+            with fresh_compile_caches("ah_gen_flex_"):
+                for _ in range(reps):
+                    torch.compiler.reset()
+                    start = time.perf_counter()
+                    compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+                    _call(compiled, inputs, work.training)
+                    torch.cuda.synchronize()
+                    seconds.append(round(time.perf_counter() - start, 3))
         finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            shutil.rmtree(cache_dir, ignore_errors=True)
             torch.compiler.reset()
             torch.cuda.empty_cache()
         return {"compile_seconds": seconds}
