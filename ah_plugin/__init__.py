@@ -224,7 +224,7 @@ def status() -> dict:
     """Whether the plugin is switched on (``installed``: its hooks are in Inductor, or go in when torch
     imports it: ``waiting_for_inductor``), the effective settings, the policies asked (in order), and what
     each of ours did: ``collect_stats`` (inputs and rows logged), ``use_stats`` (choices offered and kept),
-    ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``, ``compile_once`` (template
+    ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``, ``gemms_without_max_autotune``, ``compile_once`` (template
     kernels of compiled graphs that run the kernel their autotuning compiled, and those that do not),
     ``fused_groups`` (quality mode's fused-group decisions: a template kept fused, or kept apart)."""
     from . import cpu_gemm, on_inductor_import, registry, settings
@@ -246,6 +246,7 @@ def status() -> dict:
 
         out["cache_stats"] = tunable.get_stats()
     out["cpu_gemms_not_autotuned"] = cpu_gemm.counts["not_autotuned"]
+    out["gemms_without_max_autotune"] = cpu_gemm.counts["no_max_autotune"]
     once = sys.modules.get("ah_plugin.inductor.patches.compile_once")
     out["compile_once"] = dict(once.counts) if once is not None else {"reused": 0, "unmatched": 0}
     fusion = sys.modules.get("ah_plugin.inductor.patches.fusion_timing")

@@ -158,6 +158,10 @@ def describe(error: BaseException, origin: str | None = None) -> str:
     innermost of all); an ``ArtifactError`` of our own checks (``returned ...``) as it is."""
     if isinstance(error, ArtifactError):
         return str(error)
+    if isinstance(error, SyntaxError) and error.filename and (origin is None or error.filename == origin):
+        from .artifact_trust import syntax_error  # the artifact's own file is not Python: said as such
+
+        return f"found that it {syntax_error(error)}"
     name = type(error).__name__
     if isinstance(error, SystemExit):
         text = f"raised SystemExit({error.code!r}): the artifact tried to end the program"

@@ -60,6 +60,7 @@ class LoadedArtifact:
     op_name: str = ""
     device_names: tuple = ()
     choices: tuple = ()
+    has_support: bool = False  # it defines ``support(features)`` (artifacts trained before it was written do not)
 
     @property
     def device_specific(self) -> bool:
@@ -72,6 +73,14 @@ class LoadedArtifact:
         """The artifact's ranking as plain ``(choice id, score)`` pairs; ``ArtifactError`` naming it when
         the call fails, exits, hangs, or returns anything else."""
         return self._call("rank", lambda: _plain_ranking(self.heuristic.rank(dict(features))))
+
+    def support(self, features: dict) -> dict | None:
+        """The training data behind the input's leaf (``support(features)``, docs/use.md "Support") as a plain
+        dict, None when the artifact records none; ``ArtifactError`` naming it when the call fails or answers
+        anything else."""
+        if not self.has_support:
+            return None
+        return self._call("support", lambda: _plain_support(self.heuristic.support(dict(features))))
 
     def check_precondition(self, metadata: dict) -> bool:
         """``check_precondition(metadata)`` as a plain bool; ``ArtifactError`` naming the artifact."""
@@ -126,6 +135,30 @@ def _plain_ranking(result) -> list[tuple[str, float]]:
     return out
 
 
+def _plain_support(answer) -> dict | None:
+    """``support()``'s answer checked and copied: None, or the leaf's first choice, inputs and timings (ints
+    >= 0), margin (a finite number > 0) and spread (None or a finite number >= 1)."""
+    if answer is None:
+        return None
+    if type(answer) is not dict:
+        raise ArtifactError(f"returned {type(answer).__name__}, expected None or a dict of the leaf's support")
+    out = {}
+    try:
+        out["choice"] = answer["choice"]
+        out["inputs"], out["timings"] = answer["inputs"], answer["timings"]
+        out["margin"] = _finite_score(answer["margin"])
+        spread = answer["spread"]
+        out["spread"] = None if spread is None else _finite_score(spread)
+    except KeyError as missing:
+        raise ArtifactError(f"returned a support without {missing}") from None
+    if type(out["choice"]) is not str or any(type(out[k]) is not int or out[k] < 0 for k in ("inputs", "timings")) \
+            or out["margin"] is None or out["margin"] <= 0 or (spread is not None and (out["spread"] is None or
+                                                                                     out["spread"] < 1)):
+        raise ArtifactError(f"returned a support of {repr(answer)[:120]}, expected choice (str), inputs and timings "
+                            "(ints >= 0), margin (> 0) and spread (None or >= 1)")
+    return out
+
+
 def _plain_attributes(instance) -> dict:
     """The Contract-2 attributes of a fresh artifact instance, checked, as plain values."""
     values = {}
@@ -143,6 +176,7 @@ def _plain_attributes(instance) -> dict:
     for attr in ("rank", "check_precondition"):
         if not callable(getattr(instance, attr)):
             raise ArtifactError(f"has {attr} that is not callable")
+    values["has_support"] = callable(getattr(instance, "support", None))
     return values
 
 
@@ -196,6 +230,7 @@ def _user_dir_from_settings() -> str | None:
 
 _lock = threading.Lock()
 _loaded: dict[tuple, tuple[LoadedArtifact, ...]] = {}
+_files: dict[tuple[str, str], list] = {}  # (real path, source) -> its artifacts: each file executed once
 _warned_files: set[str] = set()
 
 
@@ -236,7 +271,7 @@ def _refusal(path: str, source: str) -> str | None:
             text = handle.read()
     except OSError as error:
         return f"cannot be read ({error.strerror or error})"
-    problem = artifact_trust.not_an_artifact(text)
+    problem = artifact_trust.not_an_artifact(text, path)
     if problem is None and source == SOURCE_USER:
         problem = artifact_trial.verdict(path, text)
     return problem
@@ -268,7 +303,16 @@ def _execute(path: str, name: str) -> list:
 
 
 def _load_file(path: str, source: str) -> list[LoadedArtifact]:
-    """Execute one artifact file (guarded); return instances of the Contract-2 classes it defines."""
+    """Execute one artifact file (guarded) once per process, however many folder settings name it (a
+    relative and an absolute path, the folder alone and with the package's); return instances of the
+    Contract-2 classes it defines."""
+    key = (os.path.realpath(path), source)
+    if key not in _files:
+        _files[key] = _execute_file(path, source)
+    return _files[key]
+
+
+def _execute_file(path: str, source: str) -> list[LoadedArtifact]:
     refused = _refusal(path, source)
     if refused:
         _warn_file(path, refused)
@@ -339,6 +383,7 @@ def clear_cache() -> None:
     """Forget loaded artifacts and warnings (tests; a user who rewrote the directory in-process)."""
     with _lock:
         _loaded.clear()
+        _files.clear()
         _warned_files.clear()
         _hung.clear()
 

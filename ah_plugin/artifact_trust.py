@@ -26,13 +26,26 @@ _ARTIFACT_MARKS = (
 )
 
 
-def not_an_artifact(source: bytes) -> str | None:
-    """Why ``source`` does not look like an artifact (Contract 2), or None when it does."""
+def not_an_artifact(source: bytes, path: str = "<artifact>") -> str | None:
+    """Why ``source`` does not look like an artifact (Contract 2), or None when it does. A file that is not
+    valid Python is said so first (compiled, never run: a syntax error can hide the marks looked for)."""
     missing = [what for mark, what in _ARTIFACT_MARKS if mark not in source]
     if not missing:
         return None
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        return f"{syntax_error(error)}; not executed"
+    except ValueError:  # a NUL byte: not Python source either
+        return "is not Python source (it holds a NUL byte); not executed"
     return (f"defines no artifact class (Contract 2: a class with heuristic_name, op_name, rank() and "
             f"check_precondition(); missing: {', '.join(missing)}); not executed")
+
+
+def syntax_error(error: SyntaxError) -> str:
+    """``has a syntax error: MESSAGE (at FILE:LINE)``, the place Python found it, in the artifact."""
+    where = f" (at {error.filename}:{error.lineno})" if error.filename and error.lineno else ""
+    return f"has a syntax error: {error.msg}{where}"
 
 
 def _private_group(gid: int, uid: int) -> bool:

@@ -43,10 +43,20 @@ def run_as(documented: str, name: str):
 def parser(prog: str, description: str, **kwargs) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` named as the user runs it (``python -m torchgen_ah.merge_data``, or the
     ``ah-plugin`` name it was started under)."""
+    prog = as_run(prog)
+    _last_prog[0] = prog
+    return argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter, **kwargs)
+
+
+_last_prog: list = [None]  # the prog of the last parser made: the command this process runs
+
+
+def as_run(prog: str) -> str:
+    """``prog`` (``python -m torchgen_ah.merge_data ...``) as the user ran it (``ah-plugin merge-data ...``)."""
     for documented, name in _run_as.items():
         if prog == documented or prog.startswith(documented + " "):
-            prog = name + prog[len(documented):]
-    return argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter, **kwargs)
+            return name + prog[len(documented):]
+    return prog
 
 
 def error_text(exc: BaseException) -> str:
@@ -60,7 +70,8 @@ def error_text(exc: BaseException) -> str:
 
 
 def fail(prog: str, exc: BaseException, code: int = 2) -> int:
-    """Print ``<command>: error: <one line>`` to stderr; return ``code`` for the caller to exit with."""
-    name = prog.rsplit(".", 1)[-1].split()[-1]
-    print(f"{name}: error: {error_text(exc)}", file=sys.stderr)
+    """Print ``<command>: error: <one line>`` to stderr, the command named as the user ran it, as argparse
+    names it in its own errors (the last parser this process made, else ``prog``); return ``code`` for the
+    caller to exit with."""
+    print(f"{_last_prog[0] or as_run(prog)}: error: {error_text(exc)}", file=sys.stderr)
     return code

@@ -11,6 +11,7 @@ run without it says so in one line. Standard library only: the command starts wi
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import NamedTuple
 
@@ -48,6 +49,8 @@ TOOLS = {
                          "torchgen_ah.compile_cost"),
     "e2e-models": Tool("torchgen_ah.evaluation.e2e_models:main", "compile and step time of whole models per mode",
                        "torchgen_ah.e2e_models"),
+    "zoo": Tool("torchgen_ah.evaluation.zoo:main",
+                "the model zoo: fast mode against max-autotune off on many models, a fresh process each"),
     "tune": Tool("ah_plugin.tunable.offline:_main", "tune the shapes a results cache recorded untuned"),
 }
 
@@ -95,6 +98,26 @@ def run(name: str, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``ah-plugin``'s entry point. Output cut short by the reader (``ah-plugin -h | head -1``) ends it
+    quietly, as it ends ``head``'s other writers, not with a traceback."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _discard_stdout()
+        return 1
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null: Python flushes it at exit, which would fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage())

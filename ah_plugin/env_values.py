@@ -47,30 +47,39 @@ def warn_bad(name: str, value: str, expected: str, instead: str, category=Settin
         if (name, value) in _warned:
             return
         _warned.add((name, value))
-    from .messages import warn
+    from .messages import quoted, warn
 
     # the "did you mean" of env_names, loaded by every switch-on that reads the variables; looked up, not
     # imported: env_names reads this module's words
     names = sys.modules.get("ah_plugin.env_names")
-    hint = names.value_hint(name, value, expected) if names is not None else ""
-    warn(f"{name}={value!r} is not {expected}{hint}; {instead}", category)
+    hint = names.value_hint(name, value, expected) if names is not None and len(value) <= 1000 else ""
+    warn(f"{name}={quoted(value)} is not {expected}{hint}; {instead}", category)
 
 
 _ASCII_INT = re.compile(r"[+-]?[0-9]+")
 _ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+MAX_DIGITS = 18  # an integer setting longer than this means nothing (Python refuses to read 4301 digits or more)
+
+
+def _digits(text: str) -> int:
+    """How many digits an integer written as ``text`` has, leading zeros and sign aside."""
+    return len(text.strip().lstrip("+-").lstrip("0"))
 
 
 def ascii_int(text: str) -> int | None:
-    """``text`` (surrounding spaces allowed) as an integer written in ASCII digits, else None: Python's
-    ``int`` also reads ``'١'`` (an Arabic-Indic one) and ``'1_0'``, which no variable should mean."""
+    """``text`` (surrounding spaces allowed) as an integer written in ASCII digits, of at most ``MAX_DIGITS``
+    digits, else None: Python's ``int`` also reads ``'١'`` (an Arabic-Indic one) and ``'1_0'``, which no
+    variable should mean, and raises on 4301 digits or more."""
     text = text.strip()
-    return int(text) if _ASCII_INT.fullmatch(text) else None
+    if not _ASCII_INT.fullmatch(text) or _digits(text) > MAX_DIGITS:
+        return None
+    return int(text)
 
 
 def finite_number(text: str) -> float | None:
     """``text`` as a finite number in ASCII (``1e-3``, ``0.5``), else None (``nan``, ``inf``, ``١``)."""
     text = text.strip()
-    if not _ASCII_NUMBER.fullmatch(text):
+    if not _ASCII_NUMBER.fullmatch(text) or len(text) > 400:  # no setting is a number of 400 characters
         return None
     value = float(text)
     return value if math.isfinite(value) else None
@@ -94,7 +103,8 @@ def parse_int(text: str, minimum: int = 0, maximum: int | None = None) -> int:
     bounds = f"[{minimum}, {maximum if maximum is not None else 'inf'}]"
     value = ascii_int(text)
     if value is None or value < minimum or (maximum is not None and value > maximum):
-        raise BadValue(f"an integer in {bounds}")
+        long = _ASCII_INT.fullmatch(text.strip()) and _digits(text) > MAX_DIGITS
+        raise BadValue(f"an integer in {bounds}" + (f" of at most {MAX_DIGITS} digits" if long else ""))
     return value
 
 

@@ -37,6 +37,9 @@ def summary_line(status: dict) -> str:
     skipped = status.get("cpu_gemms_not_autotuned", 0)
     if skipped:
         parts.append(f"{_plural(skipped, 'CPU GEMM')} not autotuned by Inductor (freezing off or not under no_grad)")
+    off = status.get("gemms_without_max_autotune", 0)
+    if off:
+        parts.append(f"{_plural(off, 'GEMM')} not autotuned by Inductor (max-autotune off)")
     if not parts and status.get("waiting_for_inductor"):
         parts = ["nothing compiled (torch never imported Inductor)"]
     return PREFIX + "at exit: " + "; ".join(parts or ["nothing to do (no operation named)"])
@@ -57,6 +60,9 @@ def _use_part(stats, ops) -> str | None:
     unranked = f" ({stats.without_ranking:,} with no artifact to rank them: aten kept)" if stats.without_ranking else ""
     l2 = getattr(stats, "l2_aten", 0)
     l2_part = f" ({l2:,} memory-bound within L2: aten kept)" if l2 else ""
+    unbacked = getattr(stats, "unbacked", 0)
+    l2_part += (f" ({unbacked:,} ranked a template first without training data to back it: not kept alone, and "
+                "on a CPU not compiled)" if unbacked else "")
     unpadded = getattr(stats, "unpadded", 0)
     pad_part = f"; {_plural(unpadded, 'GEMM')} left unpadded (a template ranked first either way)" if unpadded else ""
     return (f"use {','.join(sorted(ops))}: kept {stats.kept:,} of {stats.offered:,} choices in "
@@ -66,8 +72,11 @@ def _use_part(stats, ops) -> str | None:
 def _cache_part(stats) -> str | None:
     if stats is None:
         return None
+    untimed = stats.get("untimed", 0)
+    said = (f" ({untimed:,} left with one choice, by the USE ranking: nothing timed, so nothing recorded)"
+            if untimed else "")
     return (f"results cache: {_plural(stats.get('hits', 0), 'hit')}, "
-            f"{_plural(stats.get('misses', 0), 'miss', 'misses')}, {stats.get('tuned', 0):,} tuned")
+            f"{_plural(stats.get('misses', 0), 'miss', 'misses')}, {stats.get('tuned', 0):,} tuned{said}")
 
 
 def _print_summary(status_of) -> None:

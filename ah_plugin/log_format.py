@@ -252,7 +252,8 @@ def atomic_log_file(path, metadata: dict, columns: list[str]):
 def append_rows(path, metadata: dict, lines: list[str], columns: list[str] | None = None) -> str:
     """Append formatted rows under an exclusive lock; returns the path actually written.
 
-    A new or empty file gets the metadata and header first. An existing file must carry the same
+    A new or empty file gets the metadata and header first; a missing folder is created (said once); what
+    is not a regular file, or has no write permission, is refused (``whole_lines.RefusedWrite``). An existing file must carry the same
     metadata (and the same columns, in any order: rows are reordered to the file's header). If it
     does not, the rows go to ``sibling_log_path(path, metadata)`` with one warning: a collector never
     raises because another run left a different log behind. Each call is one ``write`` of whole
@@ -274,10 +275,12 @@ def append_rows(path, metadata: dict, lines: list[str], columns: list[str] | Non
     fallbacks = [sibling_log_path(path, metadata)]
     fallbacks.append(f"{os.path.splitext(fallbacks[0])[0]}.pid{os.getpid()}{ext or '.txt'}")
     while True:
-        directory = os.path.dirname(path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        created = whole_lines.make_folder_for(path)
+        if created and (path, created) not in _warned_siblings:
+            _warned_siblings.add((path, created))
+            messages.warn(f"collect log {path}: its folder {created} did not exist; created it")
+        # a regular file only: a FIFO would block or swallow the rows, a device lose them (RefusedWrite)
+        fd = whole_lines.open_plain(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)

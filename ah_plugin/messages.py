@@ -22,6 +22,17 @@ PREFIX = "ah_plugin: "
 _OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+QUOTED_LIMIT = 60  # characters of a value from a file or a variable shown in a message
+
+
+def quoted(text: str, limit: int = QUOTED_LIMIT) -> str:
+    """``repr(text)`` for a message, cut to ``limit`` characters with its full length said: a 1 MB field of a
+    file, or a variable of 5000 digits, is named, never echoed whole."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
 def prefixed(message: str) -> str:
     """``message`` starting with ``PREFIX`` (once)."""
     return message if message.startswith(PREFIX) else PREFIX + message

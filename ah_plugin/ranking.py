@@ -9,8 +9,12 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
   Inductor offers it (``kept_aten_choice``), never ``extern_addmm`` on a ranking's word. When it puts a
   template first with a share of at least ``AH_PLUGIN_CONFIDENCE`` (0.8 on a CPU; never on a GPU by
   default: held out, the H200 ranking's sure leaves kept templates up to 6.5x slower than cuBLAS on 6 of 92
-  GEMMs), that template alone is kept (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
-  CUDA-graph replay; the template wins only by the aten margin. Templates are trusted only from an
+  GEMMs) and the training data behind the leaf back it (``supported``: enough inputs, each timed more than
+  once, and the template faster than aten by more than the timings spread), that template alone is kept
+  (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
+  CUDA-graph replay; the template wins only by the aten margin. On a CPU a template the data do not back
+  is not timed either: aten alone is kept, as without an artifact (timing it means compiling the C++
+  template, the compile's main cost). Templates are trusted only from an
   artifact trained on replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on
   per-call GPU timings, which favour templates on small GEMMs, gets aten alone, and so does a memory-bound
   GEMM whose operands fit in the GPU's L2, which replay would time from L2 (``l2_residency``;
@@ -59,8 +63,9 @@ from ah_plugin.verbose_output import say
 
 # bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
 # 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way; 6: quality
-# mode keeps its padded candidate; 7: fast mode keeps aten on symbolic sizes where the ranking differs across them)
-RULES_VERSION = 7
+# mode keeps its padded candidate; 7: fast mode keeps aten on symbolic sizes where the ranking differs across them;
+# 8: a template kept alone, or on a CPU at all, only where the data behind the leaf back it)
+RULES_VERSION = 8
 # fast mode leaves a GEMM unpadded only where the ranking's first template has at least this share, padded and
 # not. On the H200's unaligned GEMMs padding beat the best template on two: 2048x768x1001 (13.1 against 16.8 us),
 # whose padded twin ranks cuBLAS first, and 1024x1000x999 (13.9 against 17.3), ranked with no confidence (0)
@@ -77,7 +82,9 @@ ADAPTIVE = "adaptive"
 FAST = "fast"
 QUALITY = "quality"
 BIAS_ADDMM = "extern_bias_addmm"
-
+# what the data behind a leaf must hold for fast mode to keep its template on the leaf's word (``supported``)
+SUPPORT_MIN_INPUTS = 3  # training inputs where the template and aten were both timed
+SUPPORT_TIMINGS_PER_INPUT = 4  # distinct timings of the two per input: each timed at least twice on average
 
 
 def is_aten_choice(choice_id: str) -> bool:
@@ -153,10 +160,12 @@ class UseOptions:
 
 
 def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confidence: float,
-                trust_templates: bool) -> list[str]:
+                trust_templates: bool, support: dict | None = None, time_unsupported: bool = True) -> list[str]:
     """Fast mode's ids to keep: one aten choice when the ranking puts aten first (or templates are not
-    trusted), the top template alone when its share reaches ``confidence``, else the top template and aten
-    (timed against each other). Pure function of its inputs.
+    trusted), the top template alone when its share reaches ``confidence`` and ``support`` (the leaf's
+    training data, ``LoadedArtifact.support``) backs it, else the top template and aten (timed against each
+    other); with ``time_unsupported`` False (a CPU), aten alone where the support does not back the template.
+    Pure function of its inputs.
 
     The aten choice kept is ``kept_aten_choice``'s, whatever the ranking says among aten choices."""
     today = set(candidates)
@@ -169,9 +178,36 @@ def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confide
         return [top]
     if is_aten_choice(top) or not trust_templates:
         return [aten]
-    if share >= confidence:
+    backed = supported(support, top)
+    if share >= confidence and backed:
         return [top]
+    if not backed and not time_unsupported:
+        return [aten]
     return [top, aten]
+
+
+def supported(support: dict | None, top: str) -> bool:
+    """Whether the training data behind the leaf back its first choice ``top`` against aten: it is the
+    choice the support describes, both were timed on at least ``SUPPORT_MIN_INPUTS`` inputs, with
+    ``SUPPORT_TIMINGS_PER_INPUT`` distinct timings per input on average (each collected more than once),
+    and ``top`` was faster than aten by more than the timings spread (``margin > spread``). An artifact
+    without support data (trained before it was recorded) backs nothing."""
+    if not support or support.get("choice") != top or support.get("spread") is None:
+        return False
+    inputs = support["inputs"]
+    return inputs >= SUPPORT_MIN_INPUTS and support["timings"] >= SUPPORT_TIMINGS_PER_INPUT * inputs and \
+        support["margin"] > support["spread"]
+
+
+def support_words(support: dict | None, top: str) -> str:
+    """The data behind the leaf, in a user's words, for the verbose lines."""
+    if support is None:
+        return "the artifact records no training data per leaf: retrain it"
+    if support.get("choice") != top:
+        return f"the leaf's data describe {support.get('choice')}, not {top}"
+    spread = "unknown" if support["spread"] is None else f"{support['spread']:.2f}"
+    return (f"{support['inputs']} input(s) and {support['timings']} timing(s) behind it, {support['margin']:.2f}x "
+            f"aten's speed with a spread of {spread}")
 
 
 def kept_aten_choice(candidates: list[str]) -> str | None:
@@ -189,15 +225,17 @@ def kept_aten_choice(candidates: list[str]) -> str | None:
 
 def choose(
     ranking: list[tuple[str, float]], candidates: list[str], options: UseOptions, trust_templates: bool = True,
-    cpu: bool = False,
+    cpu: bool = False, support: dict | None = None,
 ) -> list[str]:
     """The ids to keep, best first, from an artifact's ``ranking`` and today's ``candidates`` (``cpu``: the
-    request is a CPU's, for fast mode's default confidence).
+    request is a CPU's, for fast mode's default confidence and its rule for a template the data do not
+    back; ``support``: the leaf's training data, for fast mode).
 
     Pure function of its inputs (the policy's core; unit-testable on plain lists).
     """
     if options.fast:
-        return choose_fast(ranking, candidates, lone_template_share(options.confidence, cpu), trust_templates)
+        return choose_fast(ranking, candidates, lone_template_share(options.confidence, cpu), trust_templates,
+                           support, time_unsupported=not cpu)
     today = set(candidates)
     enough = max(options.top_k, options.min_choices)  # more ranked choices are never used
     ranked, seen = [], set()
@@ -283,6 +321,7 @@ class UseStats:
     l2_aten: int = 0  # fast mode: templates not timed on a memory-bound GEMM within L2 (l2_residency)
     unpadded: int = 0  # fast mode: GEMMs left unpadded because a template is ranked first either way
     dynamic_aten: int = 0  # fast mode: symbolic-size GEMMs kept on aten, the ranking differing across sizes
+    unbacked: int = 0  # fast mode: a template ranked first that the leaf's training data do not back (``supported``)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -312,6 +351,12 @@ class StaleReport:
             "vanished": sorted(self.vanished),
             "unseen": sorted(self.unseen),
         }
+
+
+def _first_today(ranking, candidates) -> str | None:
+    """The ranking's first choice among today's candidates."""
+    today = set(candidates)
+    return next((choice for choice, _ in ranking if choice in today), None)
 
 
 def artifact_features(artifact, request: AutotuneRequest) -> dict | None:
@@ -441,16 +486,37 @@ class RankingPolicy:
                 self._l2_misjudged(feats, request.metadata):
             trusted, in_l2 = False, True  # memory-bound with its operands in L2: replay would time it from L2
             self.stats.l2_aten += 1
-        keep = choose(ranking, request.candidates, self.options, trusted, on_cpu(request.metadata))
+        support = self._leaf_support(artifact, feats, ranking, request) if trusted else None
+        keep = choose(ranking, request.candidates, self.options, trusted, on_cpu(request.metadata), support)
+        top = _first_today(ranking, request.candidates)
+        if self.options.fast and trusted and top and not is_aten_choice(top) and not supported(support, top):
+            self.stats.unbacked += 1
         varies = self.options.fast and request.variants and not self._holds_over_sizes(artifact, request, keep)
         if varies:
             keep = [kept_aten_choice(request.candidates) or keep[-1]]
             self.stats.dynamic_aten += 1
         if self.options.verbose:
             reason = (f"symbolic sizes, and {artifact.name}'s choice differs across the sizes the graph serves: "
-                      "aten alone" if varies else self._reason(keep, ranking, request, artifact, trusted, in_l2))
+                      "aten alone" if varies else
+                      self._reason(keep, ranking, request, artifact, trusted, in_l2, support))
             _say_decision(request, keep, reason)
         return keep
+
+    def _leaf_support(self, artifact, feats: dict, ranking, request: AutotuneRequest, quiet: bool = False):
+        """The leaf's training data (``LoadedArtifact.support``) where fast mode reads them (its first choice
+        today is a template); None otherwise, for an artifact without them, or when the call fails (said
+        once, unless ``quiet``: its templates are then not backed)."""
+        top = _first_today(ranking, request.candidates)
+        if not self.options.fast or top is None or is_aten_choice(top):
+            return None
+        try:
+            return artifact.support(feats)
+        except artifact_loader.ArtifactError as exc:
+            if not quiet and ("support", artifact.path) not in self._said:
+                self._said.add(("support", artifact.path))
+                messages.warn(f"{request.op_name}: {exc}; its templates are kept as for an artifact without "
+                              "support data", RuntimeWarning)
+            return None
 
     def _holds_over_sizes(self, artifact, request: AutotuneRequest, keep: list[str]) -> bool:
         """Whether fast mode would keep the same choices at every other size a dynamic-shape graph serves
@@ -466,11 +532,14 @@ class RankingPolicy:
                 ranking = borrowed_ranking(ranking, variant.candidates)
             trusted = trusts_templates(artifact, variant.metadata) and not (
                 any(is_aten_choice(c) for c in variant.candidates) and self._l2_misjudged(feats, variant.metadata))
-            if set(choose(ranking, variant.candidates, self.options, trusted, on_cpu(variant.metadata))) != wanted:
+            support = self._leaf_support(artifact, feats, ranking, variant, quiet=True) if trusted else None
+            if set(choose(ranking, variant.candidates, self.options, trusted, on_cpu(variant.metadata),
+                          support)) != wanted:
                 return False
         return True
 
-    def _reason(self, keep, ranking, request: AutotuneRequest, artifact, trusted: bool, in_l2: bool) -> str:
+    def _reason(self, keep, ranking, request: AutotuneRequest, artifact, trusted: bool, in_l2: bool,
+                support: dict | None = None) -> str:
         """Why ``choose`` kept ``keep``, in a user's words (the verbose line's end)."""
         name, options = artifact.name, self.options
         if not options.fast:
@@ -487,12 +556,20 @@ class RankingPolicy:
         if len(keep) == 1 and is_aten_choice(keep[0]):
             if top is not None and not is_aten_choice(top) and not trusted:
                 return f"{name} was trained on per-call timings, which favour templates: aten alone"
+            if top is not None and not is_aten_choice(top):
+                return (f"{name} ranks {top} first, but its data do not back it ({support_words(support, top)}; "
+                        f"backing takes {SUPPORT_MIN_INPUTS} inputs, each timed twice, and a speed-up above the "
+                        "spread): aten alone, as without an artifact")
             return f"{name} ranks aten first"
         threshold = lone_template_share(options.confidence, on_cpu(request.metadata))
         if len(keep) == 1:
-            return f"{name} ranks it first with a share of {share:.2f} (at least {threshold:g}): nothing to time"
+            return (f"{name} ranks it first with a share of {share:.2f} (at least {threshold:g}), "
+                    f"{support_words(support, top)}: nothing to time")
         if math.isinf(threshold):
             return f"{name} ranks the template first (share {share:.2f}); on a GPU it is timed against aten"
+        if share >= threshold:
+            return (f"{name} ranks the template first with a share of {share:.2f}, but the data do not back it "
+                    f"alone ({support_words(support, top)}): timed against aten")
         return f"{name} ranks the template first with a share of {share:.2f}, below {threshold:g}: timed against aten"
 
     def on_timings(self, request, timings, untimed) -> None:
@@ -659,6 +736,7 @@ __all__ = [
     "UseStats",
     "choose",
     "choose_fast",
+    "supported",
     "trusts_templates",
     "borrowed_ranking",
     "is_aten_choice",

@@ -244,8 +244,9 @@ def _top_k(text: str):
         return text.lower()
     try:
         return parse_int(text, 1)
-    except BadValue:
-        raise BadValue("'fast', 'quality', an integer >= 1 or 'adaptive'") from None
+    except BadValue as bad:
+        digits = bad.expected.split("]", 1)[1]  # " of at most 18 digits" for a number too long to mean anything
+        raise BadValue(f"'fast', 'quality', an integer >= 1{digits} or 'adaptive'") from None
 
 
 def _confidence(text: str) -> float:

@@ -75,6 +75,37 @@ _SCORES = {
     55: (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
     56: (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
+_SUPPORT = {
+    3: (133, 1, 4, 1.9801, None),
+    4: (126, 1, 4, 1.4552, None),
+    7: (98, 5, 20, 1.9198, 1.1279),
+    9: (110, 2, 8, 1.1717, 1.1165),
+    10: (98, 2, 8, 1.998, 1.0473),
+    12: (0, 1, 4, 1.0, None),
+    14: (111, 1, 4, 1.0416, None),
+    15: (110, 1, 4, 1.2287, None),
+    21: (72, 1, 4, 1.3073, None),
+    22: (84, 1, 4, 1.077, None),
+    24: (0, 10, 40, 1.0, 1.0053),
+    25: (68, 1, 4, 1.018, None),
+    27: (89, 2, 8, 1.1544, 1.1166),
+    28: (71, 1, 4, 1.8134, None),
+    31: (83, 1, 4, 1.034, None),
+    33: (53, 1, 4, 1.1231, None),
+    34: (113, 3, 12, 1.3755, 1.2075),
+    36: (131, 3, 12, 1.5647, 1.3965),
+    37: (135, 1, 4, 1.7326, None),
+    41: (0, 40, 164, 1.0, 1.0032),
+    43: (64, 1, 4, 2.3297, None),
+    44: (0, 2, 8, 1.0, 1.0044),
+    46: (23, 1, 4, 5.8263, None),
+    47: (0, 2, 8, 1.0, 1.0024),
+    50: (9, 1, 4, 1.2765, None),
+    51: (9, 1, 4, 1.3485, None),
+    53: (6, 1, 4, 1.1196, None),
+    55: (10, 1, 4, 1.0099, None),
+    56: (10, 1, 4, 1.0597, None),
+}
 
 
 class MMRankingH200:
@@ -391,3 +422,15 @@ class MMRankingH200:
         order = _RANKINGS[leaf]
         n = len(scores)
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
+
+    def support(self, features):
+        """The training data behind this input's leaf, against the default (aten) choice: the leaf's first
+        choice, the inputs where both were timed, their distinct timings, how much faster the first
+        choice was (margin: geomean of the default's time / its time) and how far that varies (spread;
+        None below two inputs). None when the leaf has nothing recorded."""
+        found = _SUPPORT.get(self._leaf(self._features(features)))
+        if found is None:
+            return None
+        choice, inputs, timings, margin, spread = found
+        return {"choice": self.choices[choice], "inputs": inputs, "timings": timings, "margin": margin,
+                "spread": spread}

@@ -18,6 +18,34 @@ def child_env(**extra) -> dict:
     return env
 
 
+# A Contract-2 artifact of a CPU operation; {prelude} runs at import, {rank} is rank()'s body, {methods} more
+# methods (a support(), say).
+ARTIFACT = '''{prelude}
+class {name}:
+    heuristic_name = "{name}"
+    op_name = "{op}"
+    device_capa = (0, 0)
+    shared_memory = 0
+    device_names = ()
+    numerical_features = ["in0_size_0"]
+    categorical_features = []
+    choices = {choices!r}
+
+    def check_precondition(self, metadata):
+        {precondition}
+
+    def rank(self, features):
+        {rank}
+{methods}'''
+
+
+def cpu_artifact(name: str, op: str, choices: list, rank: str, *, prelude: str = "",
+                 precondition: str = "return True", methods: str = "") -> str:
+    """The source of a CPU artifact (``ARTIFACT``)."""
+    return ARTIFACT.format(prelude=prelude, name=name, op=op, choices=list(choices), rank=rank,
+                           precondition=precondition, methods=methods)
+
+
 # The module every child compiles: x @ w with w a parameter (a constant under freezing).
 LINEAR = textwrap.dedent(
     """

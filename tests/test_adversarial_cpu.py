@@ -44,7 +44,7 @@ from ah_plugin.tunable import results_search
 from ah_plugin.tunable import store as store_module
 from ah_plugin.tunable import settings as TS
 from ah_plugin.tunable.store import store
-from linear_child import PRELUDE, child_env
+from linear_child import PRELUDE, child_env, cpu_artifact
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
@@ -52,31 +52,11 @@ CPU_META = {"name": "packed_linear", "device_capa": (0, 0), "shared_memory": 0, 
             "numerical_features": ["in0_size_0"], "categorical_features": []}
 MKL, CPP = "extern__mkl_linear", "cpp_CppMicroGemmFP32Vec_bm8_bn32_bk1"
 
-# A Contract-2 artifact for the CPU's packed_linear; {prelude} runs at import, {rank} is rank()'s body.
-ARTIFACT = '''{prelude}
-class {name}:
-    heuristic_name = "{name}"
-    op_name = "packed_linear"
-    device_capa = (0, 0)
-    shared_memory = 0
-    device_names = ()
-    numerical_features = ["in0_size_0"]
-    categorical_features = []
-    choices = ["{mkl}", "{cpp}"]
-
-    def check_precondition(self, metadata):
-        {precondition}
-
-    def rank(self, features):
-        {rank}
-'''
-
-
 def write_artifact(directory, name, *, prelude="", rank=None, precondition="return True", filename=None):
+    """A Contract-2 artifact for the CPU's packed_linear (``linear_child.cpu_artifact``)."""
     rank = rank or f"return [({CPP!r}, 0.9), ({MKL!r}, 0.1)]"
     path = directory / (filename or f"_{name}.py")
-    path.write_text(ARTIFACT.format(prelude=prelude, name=name, mkl=MKL, cpp=CPP, rank=rank,
-                                    precondition=precondition))
+    path.write_text(cpu_artifact(name, "packed_linear", [MKL, CPP], rank, prelude=prelude, precondition=precondition))
     path.chmod(0o644)  # whatever the umask: writable by its owner only
     return path
 
@@ -402,16 +382,17 @@ def test_write_failures_name_the_path_once_and_what_is_lost(cache_file, tmp_path
         for m in (50, 51):
             policy.select(linear_request(m))
             policy.on_timings(linear_request(m), {MKL: 0.3, CPP: 0.1}, [])
-    said = [str(w.message) for w in caught if "cannot write" in str(w.message)]
-    assert len(said) == 1 and said[0].startswith(f"ah_plugin: {cache_file}: cannot write (IsADirectoryError"), said
-    assert "kept in memory" in said[0] and "lost" in said[0]
+    said = [str(w.message) for w in caught]
+    assert said == [f"ah_plugin: the results file {cache_file} is a folder, not a regular file: never opened, read "
+                    "or written; the results of this run stay in memory"], said
     assert policy.select(linear_request(51)) == [CPP]  # the cache still answers from memory
 
     # the collect log is a folder, then its parent is a file: each path said once, rows counted as lost
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     (tmp_path / "log_dir").mkdir()
-    for path, error in ((tmp_path / "log_dir", "IsADirectoryError"), (blocker / "log.txt", "at " + str(blocker))):
+    for path, error in ((tmp_path / "log_dir", "RefusedWrite: " + str(tmp_path / "log_dir") + " is a folder"),
+                        (blocker / "log.txt", "at " + str(blocker))):
         collector = CollectorPolicy(ops=["packed_linear"], log_path=str(path))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -499,6 +480,152 @@ def test_side_files_are_never_opened_through_a_link(cache_file, tmp_path, side):
     assert corrupt in data
     assert (f"packed_linear,{key_of(66)},{CPP},0.1".encode() in data) == (side == ".unreadable")  # no lock: no write
     assert policy.select(linear_request(66)) == [CPP]  # kept in memory either way
+
+
+def test_a_read_only_results_file_answers_but_is_never_written(cache_file):
+    """A results file with no write bits (0444; root too, which could write it): its rows answer, a winner
+    of this run stays in memory, said once, and the file is byte for byte as it was, at exit as well."""
+    cache_file.write_text(validator_text() + f"packed_linear,{key_of(71)},{MKL},0.2\n")
+    cache_file.chmod(0o444)
+    before = cache_file.read_bytes()
+    policy = tunable.policy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert policy.select(linear_request(71)) == [MKL]  # its row is a hit
+        _tune(policy, 72)
+        assert policy.select(linear_request(72)) == [CPP]  # the winner answers from memory
+        assert store().write() is False
+        store_module._write_at_exit()
+    said = _said(caught, str(cache_file), "has no write permission (mode 0o444)")
+    assert len(said) == 1 and "stay in memory" in said[0], [str(w.message) for w in caught]
+    assert cache_file.read_bytes() == before and stat.S_IMODE(cache_file.stat().st_mode) == 0o444
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="making a device node (mknod) needs root")
+def test_a_device_file_is_never_replaced_directly_or_through_a_link(cache_file, tmp_path, monkeypatch):
+    """A copy of /dev/null (made with mknod) as the results file, or a link to one: never opened or replaced
+    by a regular file; said once; the cache answers from memory."""
+    device = tmp_path / "null.csv"
+    os.mknod(device, stat.S_IFCHR | 0o644, os.makedev(1, 3))
+    for name in (device, cache_file):
+        if name == cache_file:
+            store().clear()
+            cache_file.symlink_to(device)
+        monkeypatch.setenv(TS.FILENAME, str(name))
+        policy = tunable.policy()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _tune(policy, 73)
+            assert policy.select(linear_request(73)) == [CPP]
+            assert store().write() is False
+            store_module._write_at_exit()
+        said = _said(caught, str(name), "is a character device, not a regular file")
+        assert len(said) == 1 and "stay in memory" in said[0], [str(w.message) for w in caught]
+        assert stat.S_ISCHR(device.stat().st_mode) and not (tmp_path / "null.csv.lock").exists()
+    assert cache_file.is_symlink()
+
+
+def test_a_file_of_another_user_is_appended_to_never_replaced(cache_file):
+    """A shared results file owned by another user, writable by all: a winner is appended, but the file is
+    never replaced by a new one (which would then be ours): the rewrite is refused, named."""
+    cache_file.write_text(validator_text() + f"packed_linear,{key_of(74)},{MKL},0.2\n")
+    cache_file.chmod(0o666)
+    if not IS_ROOT:
+        pytest.skip("giving a file to another user (chown) needs root")
+    os.chown(cache_file, 65534, 65534)
+    policy = tunable.policy()
+    _tune(policy, 75)
+    assert f"packed_linear,{key_of(75)},{CPP},0.1" in cache_file.read_text().splitlines()  # appended
+    with pytest.raises(OSError, match="belongs to uid 65534, not to you: appended to, never replaced"):
+        store().write()
+    assert cache_file.stat().st_uid == 65534
+
+
+FIFO_CHILD = textwrap.dedent(
+    """
+    import os, sys, warnings
+    warnings.simplefilter("always")
+    import torch._inductor  # as a program does before compiling (the plugin's hooks go in here)
+    import ah_plugin.tunable as tunable
+    from ah_plugin.collector import CollectorPolicy
+    from ah_plugin.policy import AutotuneRequest
+    from ah_plugin.tunable import store as store_module
+    meta = {"name": "packed_linear", "device_capa": (0, 0), "shared_memory": 0, "device_name": "cpu",
+            "numerical_features": ["in0_size_0"], "categorical_features": []}
+    tensors = [{"size": [9, 16], "stride": [16, 1], "dtype": "torch.float32"},
+               {"size": [1, 1], "stride": [1, 0], "dtype": "torch.float32"},
+               {"size": [8, 16], "stride": [1, 8], "dtype": "torch.float32"}]
+    request = AutotuneRequest("packed_linear", {"in0_size_0": 9}, meta, ["extern__mkl_linear", "cpp_x"],
+                              tensors=tensors)
+    tunable.enable(True)
+    policy = tunable.policy()
+    assert policy.select(request) is None
+    policy.on_timings(request, {"extern__mkl_linear": 0.3, "cpp_x": 0.1}, [])
+    assert policy.select(request) == ["cpp_x"]
+    CollectorPolicy(ops=["packed_linear"], log_path=sys.argv[1]).on_timings(request, {"cpp_x": 0.1}, [])
+    store_module._write_at_exit()
+    print("finished")
+    """
+)
+
+
+def test_a_fifo_never_blocks_the_program(tmp_path):
+    """A FIFO as the results file, the verbose log or the collection log: nothing opens it (it would block
+    until a reader comes, or swallow the rows); each is named; the program finishes; the FIFOs stay FIFOs."""
+    fifos = {name: tmp_path / name for name in ("results.csv", "verbose.log", "collect.txt")}
+    for path in fifos.values():
+        os.mkfifo(path)
+    env = child_env(AH_TUNABLE_FILENAME=str(fifos["results.csv"]), AH_TUNABLE_VERBOSE="2",
+                    AH_TUNABLE_VERBOSE_FILENAME=str(fifos["verbose.log"]))
+    done = subprocess.run([sys.executable, "-c", FIFO_CHILD, str(fifos["collect.txt"])], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "finished" in done.stdout, done.stderr[-3000:]
+    for name, path in fifos.items():
+        assert f"{path} is a FIFO (named pipe), not a regular file" in done.stderr, (name, done.stderr[-3000:])
+        assert stat.S_ISFIFO(path.stat().st_mode)
+    assert "the results of this run stay in memory" in done.stderr
+    assert "cannot open the verbose log" in done.stderr and "writing to stderr" in done.stderr
+    assert f"collect log {fifos['collect.txt']}: cannot write" in done.stderr
+
+
+def test_the_verbose_log_is_never_the_results_file(cache_file, monkeypatch):
+    """AH_TUNABLE_VERBOSE_FILENAME naming the results file would turn it into a log the cache then refuses:
+    the verbose lines go to stderr instead, said once, and the file stays a results file."""
+    cache_file.write_text(validator_text() + f"packed_linear,{key_of(76)},{MKL},0.2\n")
+    monkeypatch.setenv(TS.VERBOSE, "1")
+    monkeypatch.setenv(TS.VERBOSE_FILENAME, str(cache_file))
+    store_module.verbose._name = None
+    policy = tunable.policy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert policy.select(linear_request(76)) == [MKL]
+        _tune(policy, 77)
+    said = _said(caught, "cannot open the verbose log (it is the results file")
+    assert len(said) == 1 and "writing to stderr" in said[0], [str(w.message) for w in caught]
+    assert not any("results cache:" in line for line in cache_file.read_text().splitlines())
+    assert F.read_results(str(cache_file), F.current_validators()).entries.keys() == {
+        ("packed_linear", key_of(76)), ("packed_linear", key_of(77))}
+    store_module.verbose._name = None
+
+
+def test_a_missing_folder_is_created_and_said(cache_file, tmp_path, monkeypatch):
+    """A results file and a collection log in folders that do not exist: each folder is created, once, and
+    said, naming it; the rows are written."""
+    results = tmp_path / "new" / "deep" / "res.csv"
+    monkeypatch.setenv(TS.FILENAME, str(results))
+    policy = tunable.policy()
+    log = tmp_path / "logs" / "run1" / "mm.txt"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _tune(policy, 78)
+        _tune(policy, 79)
+        collector = CollectorPolicy(ops=["packed_linear"], log_path=str(log))
+        for m in (78, 79):
+            collector.on_timings(linear_request(m), {MKL: 0.3, CPP: 0.1}, [])
+    assert len(_said(caught, f"{results}: its folder {results.parent} did not exist; created it")) == 1
+    assert len(_said(caught, f"collect log {log}: its folder {log.parent} did not exist; created it")) == 1
+    assert f"packed_linear,{key_of(79)},{CPP},0.1" in results.read_text().splitlines()
+    assert collector.stats.rows == 4 and len(log.read_text().splitlines()) == 6
 
 
 FULL_DISK = textwrap.dedent(
@@ -658,7 +785,7 @@ def test_the_trainer_on_data_with_no_usable_row_ends_with_one_line_of_ours(tmp_p
         warnings.simplefilter("ignore")
         code = train_decision_mm.main([str(data), "--heuristic-name", "X", "--out", str(tmp_path / "out")])
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert code != 0 and last.startswith(f"train_decision_mm: error: {data}: no usable row"), last
+    assert code != 0 and last.startswith(f"python -m torchgen_ah.mm.train_decision_mm: error: {data}: no usable row"), last
     assert not (tmp_path / "out" / "_X.py").exists()
 
 
@@ -668,7 +795,7 @@ def test_merge_data_with_no_usable_row_writes_nothing(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "torchgen_ah.merge_data", str(out), str(data)], env=child_env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and not out.exists()
-    assert proc.stderr.strip().splitlines()[-1].startswith(f"merge_data: error: {data}: no usable row")
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"python -m torchgen_ah.merge_data: error: {data}: no usable row")
 
 
 
@@ -699,6 +826,36 @@ def test_a_value_that_only_looks_right_is_refused_and_named(monkeypatch, tunable
     assert message.startswith(f"ah_plugin: {name}={value!r} is not ") and said in message, message
 
 
+def test_an_integer_of_5000_digits_is_named_and_refused_per_variable(monkeypatch, tunable_env, fresh_warnings):
+    """Python refuses to read an integer of more than 4300 digits; such a value is refused like any bad one,
+    naming its variable (and its length, not its 5000 digits), and disables only what it governs."""
+    huge = "7" * 5000
+    for name, getter, unset in ((settings.ENV_TOP_K, lambda: settings.current().ranking_off, (settings.ENV_TOP_K,)),
+                                (settings.ENV_VERBOSE, lambda: settings.current().verbose, False),
+                                (TS.MAX_TUNING_ITERATIONS, TS.max_tuning_iterations, 100),
+                                (TS.VERBOSE, TS.verbose_level, 0)):
+        monkeypatch.setenv(name, huge)
+        with pytest.warns(env_values.SettingsWarning) as record:
+            assert getter() == unset
+        (message,) = [str(w.message) for w in record]
+        assert message.startswith(f"ah_plugin: {name}='{'7' * 60}'... (5,000 characters) is not "), message[:300]
+        assert ("of at most 18 digits" in message or "one of 1/0" in message) and len(message) < 400
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("LOCAL_RANK", huge)
+    with pytest.warns(TS.TunableSettingsWarning, match=r"LOCAL_RANK='7{60}'\.\.\. \(5,000 characters\) is not"):
+        assert TS.with_ordinal("results%d.csv") == "results0.csv"
+
+
+def test_a_huge_field_of_a_results_file_is_named_not_echoed(cache_file):
+    """A row whose time is a 1 MB field: skipped with one warning that shows its start and its length."""
+    cache_file.write_text(validator_text() + f"packed_linear,{key_of(80)},{MKL},{'9x' * 500_000}\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert tunable.policy().select(linear_request(80)) is None  # skipped: a miss
+    (said,) = _said(caught, f"{cache_file}:{len(validator_text().splitlines()) + 1}: time_ms ")
+    assert "(1,000,000 characters) is not a number; skipped" in said and len(said) < 300, said[:400]
+
+
 def test_a_home_folder_in_a_path_is_expanded(monkeypatch, tunable_env, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv(TS.FILENAME, "~/tuned/results%d.csv")
@@ -722,8 +879,16 @@ def test_merge_data_never_writes_over_the_users_log(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and first.read_bytes() == before
     (last,) = proc.stderr.strip().splitlines()[-1:]
-    assert last.startswith(f"merge_data: error: {first}: exists; merge_data writes a new file and never replaces one")
-    assert f"merge_data MERGED.txt {first} {second}" in last and f"merge_data --force {first} {second}" in last
+    merge = "python -m torchgen_ah.merge_data"
+    assert last.startswith(f"{merge}: error: {first}: exists; {merge} writes a new file and never replaces one")
+    # a new file, or the merge that keeps the log's own rows (it is also the first input): never a command
+    # that would replace it with the other file's rows alone
+    assert f"{merge} MERGED.txt {first} {second}" in last
+    assert last.endswith(f"to add {second} to {first}, keeping its rows: {merge} --force {first} {first} {second}")
+    kept = subprocess.run([sys.executable, "-m", "torchgen_ah.merge_data", "--force", str(first), str(first),
+                           str(second)], env=child_env(), capture_output=True, text=True, timeout=120)
+    assert kept.returncode == 0, kept.stderr
+    assert first.read_bytes().startswith(before) and first.read_text().count("\n") == before.count(b"\n") + 22
 
 
 # --------------------------------------------------------------------------------------------------
@@ -958,3 +1123,51 @@ def test_careless_results_files_and_values_cost_nothing_of_the_users(real_run):
     for named in ("AH_TUNABLE_NUMERICAL_CHECK='nan_nan'", "AH_TUNABLE_MAX_TUNING_DURATION_MS='\u0661'",
                   "AH_TUNABLE_VERBOSE='\u0662'"):
         assert named in err
+
+
+BARS = PRELUDE + textwrap.dedent(
+    """
+    import ah_plugin
+    ok, source = compile_linear(40, 64, 48, 1e-4)
+    status = ah_plugin.status()
+    print("RESULT " + json.dumps({"ok": ok, "installed": status.get("installed"),
+                                  "cache": status.get("cache_stats"), "benchmarked": benchmarked}))
+    """
+)
+
+
+def _bar_run(tmp_path, tag, **variables):
+    env = child_env(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor_{tag}"), **variables)
+    done = subprocess.run([sys.executable, "-c", BARS], env=env, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads([line for line in done.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+    return result, done.stderr
+
+
+@pytest.mark.slow
+def test_a_fifo_a_read_only_file_and_a_5000_digit_value_in_real_compiles(tmp_path):
+    """The bars, in real compiles (each equal to eager): a FIFO as the results file, the compile finishes and
+    the FIFO is untouched; a 0444 results file is unchanged after a run that tunes and records; an
+    AH_PLUGIN_TOP_K of 5000 digits is named in the output, the plugin stays installed (the results cache
+    goes on, the USE ranking is off)."""
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+    result, err = _bar_run(tmp_path, "fifo", AH_TUNABLE_ENABLED="1", AH_TUNABLE_FILENAME=str(fifo))
+    assert result["ok"] and result["cache"]["tuned"] == 1, result
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and f"the results file {fifo} is a FIFO (named pipe)" in err
+
+    read_only = tmp_path / "read_only.csv"
+    read_only.write_text(validator_text() + f"packed_linear,{key_of(9)},{MKL},0.2\n")
+    read_only.chmod(0o444)
+    before = read_only.read_bytes()
+    result, err = _bar_run(tmp_path, "read_only", AH_TUNABLE_ENABLED="1", AH_TUNABLE_FILENAME=str(read_only))
+    assert result["ok"] and result["cache"]["tuned"] == 1 and len(result["benchmarked"]) == 1, result
+    assert read_only.read_bytes() == before and stat.S_IMODE(read_only.stat().st_mode) == 0o444
+    assert f"the results file {read_only} has no write permission (mode 0o444)" in err
+
+    huge = "7" * 5000
+    result, err = _bar_run(tmp_path, "huge", TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_TOP_K=huge,
+                           AH_TUNABLE_ENABLED="1", AH_TUNABLE_FILENAME=str(tmp_path / "huge.csv"))
+    assert result["ok"] and result["installed"] and result["cache"]["tuned"] == 1, result
+    assert f"AH_PLUGIN_TOP_K='{'7' * 60}'... (5,000 characters) is not 'fast'" in err and huge not in err
+    assert "not activated" not in err and "switched off" not in err

@@ -65,8 +65,8 @@ def test_rescore_scores_both_rankers_on_one_table_and_leaves_the_run_alone():
         if worst > rs.WORST_BAR:
             assert not ok and "does NOT keep" in body
     assert ok == ("**MMRankingH200 keeps" in body)
-    # ours_top1 benchmarks nothing, for both rankers
-    assert (per_input.loc[per_input["policy"] == "ours_top1", "benchmarked"] == 0).all()
+    # plugin_top1 benchmarks nothing, for both rankers
+    assert (per_input.loc[per_input["policy"] == "plugin_top1", "benchmarked"] == 0).all()
     # the shipped artifact is the one the committed data trains: regenerated as the data grew
     # the shipped artifact is trained on the replay-timed data (tests/test_shipped_h200_artifact.py checks it
     # is not stale); this run scores the per-call artifact, which is not shipped
@@ -99,14 +99,14 @@ def test_verdict_reads_two_inputs_trading_places_as_a_tie_and_a_loss_as_a_loss()
     # come reversed) the ratios would scatter between 0.94 and 1.09 and resolve nothing
     packaged = [1.0] * 17 + [1.08] * 16
     text, ok = rs.verdict(_per_input([1.01 * r for r in packaged], packaged))
-    assert not ok and "ours_k10: resolved worse" in text and "1.0100 (1.0100-1.0100" in text
+    assert not ok and "plugin_k10: resolved worse" in text and "1.0100 (1.0100-1.0100" in text
 
     text, ok = rs.verdict(_per_input([1.01] * 33, [1.0] * 33))
-    assert not ok and "ours_k10: resolved worse" in text and "ours_adaptive: resolved worse" in text
+    assert not ok and "plugin_k10: resolved worse" in text and "plugin_adaptive: resolved worse" in text
 
     one_big = [2.0] + [1.0] * 32
     text, ok = rs.verdict(_per_input(one_big, [1.0] * 33))
-    assert not ok and "ours_k10: an input at 2.000x" in text
+    assert not ok and "plugin_k10: an input at 2.000x" in text
     assert "not resolved" in text  # the interval alone would have let it through
 
     text, ok = rs.verdict(_per_input([float("nan")] + [1.0] * 32, [1.0] * 33))

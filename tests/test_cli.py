@@ -105,19 +105,19 @@ def bad_inputs(tmp_path):
 
 @pytest.mark.parametrize("module, args, expected", [
     ("torchgen_ah.mm.train_decision_mm", ["{packed_linear}", "--heuristic-name", "X"],
-     "train_decision_mm: error: {packed_linear}:1: a 'packed_linear' log, not an mm log (no m, k, n columns); "
+     "python -m torchgen_ah.mm.train_decision_mm: error: {packed_linear}:1: a 'packed_linear' log, not an mm log (no m, k, n columns); "
      "train it with `python -m torchgen_ah.train_generic {packed_linear} --heuristic-name NAME`"),
     ("torchgen_ah.mm.train_decision_mm", ["{zip}", "--heuristic-name", "X"],
-     "train_decision_mm: error: {zip}:1: a zip archive, not an AutoHeuristic log: unpack it first"),
+     "python -m torchgen_ah.mm.train_decision_mm: error: {zip}:1: a zip archive, not an AutoHeuristic log: unpack it first"),
     ("torchgen_ah.train_generic", ["{tmp}/missing.txt", "--heuristic-name", "X"],
-     "train_generic: error: {tmp}/missing.txt: No such file or directory"),
-    ("torchgen_ah.merge_data", ["{tmp}/out.txt", "{zip}"], "merge_data: error: {zip}:1: a zip archive"),
+     "python -m torchgen_ah.train_generic: error: {tmp}/missing.txt: No such file or directory"),
+    ("torchgen_ah.merge_data", ["{tmp}/out.txt", "{zip}"], "python -m torchgen_ah.merge_data: error: {zip}:1: a zip archive"),
     ("torchgen_ah.mm.gen_data_mm", ["--device", "cpu", "--shapes", "{shapes}", "-o", "{tmp}/o.txt", "--no-progress"],
-     "gen_data_mm: error: {shapes}:3: m, k, n must be integers: 64,x,64"),
+     "python -m torchgen_ah.mm.gen_data_mm: error: {shapes}:3: m, k, n must be integers: 64,x,64"),
     ("torchgen_ah.mm.gen_data_mm", ["--device", "cpu", "--shapes", "{zip}", "-o", "{tmp}/o.txt", "--no-progress"],
-     "gen_data_mm: error: {zip}:1: a zip archive, not a shapes file"),
-    ("torchgen_ah.evaluate", ["{zip}", "--out", "{tmp}/ev"], "evaluate: error: {zip}:1: a zip archive, not a shapes file"),
-    ("torchgen_ah.compile_cost", ["{shapes}", "--out", "{tmp}/cc"], "compile_cost: error: {shapes}:2: missing op, dtype, layout"),
+     "python -m torchgen_ah.mm.gen_data_mm: error: {zip}:1: a zip archive, not a shapes file"),
+    ("torchgen_ah.evaluate", ["{zip}", "--out", "{tmp}/ev"], "python -m torchgen_ah.evaluate: error: {zip}:1: a zip archive, not a shapes file"),
+    ("torchgen_ah.compile_cost", ["{shapes}", "--out", "{tmp}/cc"], "python -m torchgen_ah.compile_cost: error: {shapes}:2: missing op, dtype, layout"),
 ])
 def test_bad_input_ends_in_one_line_naming_file_and_line(tmp_path, bad_inputs, module, args, expected):
     names = {**{k: str(v) for k, v in bad_inputs.items()}, "tmp": str(tmp_path)}
@@ -166,3 +166,21 @@ def test_a_zip_is_named_at_line_1_whatever_its_header_bytes(tmp_path):
     binary.write_bytes(b"m,k,n\n\xff\xfe\n")
     with pytest.raises(ValueError, match=r"shapes\.bin:2: not UTF-8 text \(a binary file\?\), not a shapes file$"):
         read_text(binary)
+
+
+def test_a_heuristic_name_that_is_no_python_class_name_is_refused_before_training(tmp_path, bad_inputs):
+    """``--heuristic-name my-ranking`` would write ``class my-ranking:``, which no program can load: refused
+    in one line that says what to use instead, nothing written."""
+    from torchgen_ah.training.codegen import heuristic_name_problem
+
+    refused = _run("torchgen_ah.train_generic", bad_inputs["packed_linear"], "--heuristic-name", "my-ranking",
+                   cwd=tmp_path)
+    assert refused.returncode == 2
+    assert _last_line(refused) == (
+        "python -m torchgen_ah.train_generic: error: argument --heuristic-name: 'my-ranking' is not a Python class "
+        "name (letters, digits and _, not starting with a digit, not a keyword); the artifact is class NAME in "
+        "_NAME.py: try 'my_ranking'")
+    assert not list(tmp_path.glob("_*.py"))
+    for name, fixed in (("2fast", "_2fast"), ("class", "class_"), ("My Ranking", "My_Ranking")):
+        assert heuristic_name_problem(name).endswith(f"try {fixed!r}")
+    assert heuristic_name_problem("MyRanking") is None

@@ -102,4 +102,24 @@ def test_the_installed_script_runs_a_tool(tmp_path):
     done = subprocess.run([str(SCRIPT), "merge-data", str(tmp_path / "out.txt"), str(tmp_path / "missing.txt")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].startswith(f"merge_data: error: {tmp_path / 'missing.txt'}")
+    assert done.stderr.strip().splitlines()[-1].startswith(f"ah-plugin merge-data: error: {tmp_path / 'missing.txt'}")
+
+
+def test_output_cut_short_by_its_reader_ends_quietly():
+    """``ah-plugin -h | head -1``, and a tool's help the same way: the reader closes the pipe before the
+    command has written everything; the command ends without a traceback."""
+    for args in (["-h"], ["merge-data", "-h"]):
+        for _ in range(3):  # the reader's close races the writes: a few tries
+            proc = subprocess.Popen([sys.executable, "-m", "ah_plugin.console", *args], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+            proc.stdout.close()  # the reader is gone before the first line
+            err = proc.stderr.read().decode()
+            proc.wait(timeout=120)
+            assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_the_zoo_runs_as_a_tool(capsys):
+    """The README quotes the zoo: it runs as ``ah-plugin zoo`` too."""
+    assert console.TOOLS["zoo"].target == "torchgen_ah.evaluation.zoo:main"
+    assert console.main(["zoo", "--list"]) == 0
+    assert "resnet50" in capsys.readouterr().out

@@ -87,7 +87,7 @@ def test_the_environment_variable_names_the_folder(tmp_path):
     wrong = _get("--out", out, "--only", "h100", env={"AH_OFFICIAL_DATA": str(tmp_path / "none")})
     assert wrong.returncode == 1
     assert wrong.stderr.strip().splitlines() == [
-        f"get_mm_dataset: error: {tmp_path / 'none'}: not a folder (AH_OFFICIAL_DATA); it must hold "
+        f"python -m torchgen_ah.get_mm_dataset: error: {tmp_path / 'none'}: not a folder (AH_OFFICIAL_DATA); it must hold "
         "a100_mm.zip, h100_mm.zip"]
     chosen = _get("--from", OFFICIAL, "--out", out, "--only", "h100", env={"AH_OFFICIAL_DATA": str(tmp_path)})
     assert chosen.returncode == 0 and "already unpacked" in chosen.stdout

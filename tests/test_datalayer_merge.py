@@ -94,7 +94,7 @@ def test_rows_two_files_share_are_kept_and_a_copy_is_refused(tmp_path):
     refused = _merge(tmp_path / "x.txt", first, second, copy)
     assert refused.returncode == 2 and not (tmp_path / "x.txt").exists()
     assert refused.stderr.strip().splitlines() == [
-        f"merge_data: error: {copy}: 3 row(s) are already in {first} (first: line 3), every row of it, so the same "
+        f"python -m torchgen_ah.merge_data: error: {copy}: 3 row(s) are already in {first} (first: line 3), every row of it, so the same "
         "measurements would be merged twice. A run that resumed a committed log holds that log's rows: merge the "
         "run's file alone, or merge a run that started a fresh log"]
 

@@ -50,8 +50,8 @@ def test_cpu_run_tables_both_choices_and_scores_from_the_same_table(tmp_path):
     assert per_input.loc[0, "benchmarked"] == 0
 
     scored = pd.read_csv(out / "per_input_packed_linear.csv")
-    assert set(scored["policy"]) >= {"default", "space", "cache", "ours_k10", "ours_adaptive", "ours_k1",
-                                      "ours_top1"}
+    assert set(scored["policy"]) >= {"default", "space", "cache", "plugin_k10", "plugin_adaptive", "plugin_k1",
+                                      "plugin_top1"}
     by_policy = scored.set_index("policy")
     assert by_policy.loc["default", "regret_vs_default"] == pytest.approx(1.0)
     assert by_policy.loc["default", "benchmarked"] == 2

@@ -82,11 +82,11 @@ def test_policy_choosing_unknown_choice_is_an_error():
 
 
 def test_bars_pass_and_fail_with_numbers():
-    fast = fixed_policy("ours_adaptive", lambda key, c: ["y", "x"] if key == "a" else ["x", "y"])
-    quality = fixed_policy("ours_k10", lambda key, c: ["z", "y"] if key == "a" else ["x", "z"])
+    fast = fixed_policy("plugin_adaptive", lambda key, c: ["y", "x"] if key == "a" else ["x", "y"])
+    quality = fixed_policy("plugin_k10", lambda key, c: ["z", "y"] if key == "a" else ["x", "z"])
     per_input = score_policies(table(), [default_policy(), fast, quality, cache_policy({"a": "y", "b": "x"})])
     summary = summarize(per_input)
-    secs = {"default": 10.0, "ours_adaptive": 2.0, "ours_k10": 9.0}
+    secs = {"default": 10.0, "plugin_adaptive": 2.0, "plugin_k10": 9.0}
     bars = {b.name.split()[0]: b for b in check_bars(summary, autotune_seconds=secs,
                                                        compile_seconds={"cache": 1.05, "off": 1.0})}
     assert bars["Fast"].passed is True and "20%" not in bars["Fast"].detail
@@ -199,7 +199,9 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     assert cost["autotune_seconds"]["default"] == pytest.approx(15.0)
     assert cost["compile_seconds"]["cache"] == pytest.approx(1.05)
     assert "cache_record" not in cost["compile_seconds"]
-    env, mode = mode_environment("ours_adaptive", str(tmp_path), base_env={"AH_TUNABLE_ENABLED": "1"})
+    # the older name of the mode (ours_adaptive, in earlier runs' files and commands) is the same mode
+    assert mode_environment("ours_adaptive", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "adaptive"
+    env, mode = mode_environment("plugin_adaptive", str(tmp_path), base_env={"AH_TUNABLE_ENABLED": "1"})
     assert env["AH_PLUGIN_TOP_K"] == "adaptive" and "AH_TUNABLE_ENABLED" not in env
     assert mode == "max-autotune-no-cudagraphs"
     env, mode = mode_environment("off", str(tmp_path), base_env={})
@@ -208,13 +210,13 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     fast = mode_environment("fast", str(tmp_path), base_env={"AH_PLUGIN_L2_RULE": "off", "AH_PLUGIN_CONFIDENCE": "0.5",
                                                               "AH_PLUGIN_VERBOSE": "1"})[0]
     assert "AH_PLUGIN_L2_RULE" not in fast and "AH_PLUGIN_CONFIDENCE" not in fast and fast["AH_PLUGIN_VERBOSE"] == "1"
-    assert mode_environment("ours_k1", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "1"
+    assert mode_environment("plugin_k1", str(tmp_path), base_env={})[0]["AH_PLUGIN_TOP_K"] == "1"
     # quality_padded is quality mode with its padded candidate; quality is without it, whatever the caller set
     padded = mode_environment("quality_padded", str(tmp_path), base_env={})[0]
     plain = mode_environment("quality", str(tmp_path), base_env={"AH_PLUGIN_PADDED_CHOICE": "on"})[0]
     assert (padded["AH_PLUGIN_TOP_K"], padded["AH_PLUGIN_PADDED_CHOICE"]) == ("quality", "auto")
     assert (plain["AH_PLUGIN_TOP_K"], plain["AH_PLUGIN_PADDED_CHOICE"]) == ("quality", "off")
-    alone = mode_environment("ours_top1", str(tmp_path), base_env={"AH_PLUGIN_KEEP_ATEN": "1"})[0]
+    alone = mode_environment("plugin_top1", str(tmp_path), base_env={"AH_PLUGIN_KEEP_ATEN": "1"})[0]
     assert (alone["AH_PLUGIN_TOP_K"], alone["AH_PLUGIN_KEEP_ATEN"], alone["AH_PLUGIN_MIN_CHOICES"]) == ("1", "0", "1")
     assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm,convolution"  # mm covers addmm (linear layers)
     assert env["TRITON_CACHE_DIR"] != mode_environment("default", str(tmp_path), base_env={})[0]["TRITON_CACHE_DIR"]
@@ -228,8 +230,8 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     assert mode_environment("off_frozen", str(tmp_path), base_env={})[1] is None
 
 
-def test_ours_top1_keeps_one_choice_and_benchmarks_nothing_on_the_committed_h200_run():
-    """``ours_top1`` replayed on seven inputs of the committed H200 timing run (tests/data/evaluate_h200): one
+def test_plugin_top1_keeps_one_choice_and_benchmarks_nothing_on_the_committed_h200_run():
+    """``plugin_top1`` replayed on seven inputs of the committed H200 timing run (tests/data/evaluate_h200): one
     choice per input, nothing benchmarked, and its regret is that choice's time over default's pick."""
     from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes
     from torchgen_ah.evaluation.policies import ours_policy, score_policies
@@ -238,8 +240,8 @@ def test_ours_top1_keeps_one_choice_and_benchmarks_nothing_on_the_committed_h200
     table = build_tables(read_shapes(DEFAULT_SHAPES), run)["mm"]
     scored = score_policies(table, [ours_policy(1, table.metadata, alone=True),
                                     ours_policy(1, table.metadata)])
-    alone = scored[scored["policy"] == "ours_top1"]
-    with_aten = scored[scored["policy"] == "ours_k1"]
+    alone = scored[scored["policy"] == "plugin_top1"]
+    with_aten = scored[scored["policy"] == "plugin_k1"]
     assert len(alone) == 7 and (alone["benchmarked"] == 0).all()  # the shapes whose logs the fixture holds
     assert (with_aten["benchmarked"] == 2).all()
     assert (alone["regret_vs_default"].to_numpy() >= with_aten["regret_vs_default"].to_numpy() - 1e-9).all()

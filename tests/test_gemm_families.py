@@ -123,7 +123,7 @@ def test_per_call_log_is_refused_unless_allowed(tmp_path, capsys):
     per_call = write_log(tmp_path / "per_call.txt", MM_LOG_METADATA)
     assert gf.main([per_call]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("gemm_families: error: ") and per_call in err and "cudagraph_replay" in err
+    assert err.startswith("python -m torchgen_ah.evaluation.studies.gemm_families: error: ") and per_call in err and "cudagraph_replay" in err
     assert gf.main([per_call, "--allow-per-call"]) == 0
     assert "timing: per_call" in capsys.readouterr().out
 
@@ -137,7 +137,7 @@ def test_mixed_timing_logs_are_refused(tmp_path, log):
 def test_missing_log_names_the_file(tmp_path, capsys):
     missing = str(tmp_path / "nope.txt")
     assert gf.main([missing]) == 2
-    assert f"gemm_families: error: {missing}" in capsys.readouterr().err
+    assert f"python -m torchgen_ah.evaluation.studies.gemm_families: error: {missing}" in capsys.readouterr().err
 
 
 def test_cli_prints_tables_and_writes_json_and_results_section(tmp_path, log, capsys):

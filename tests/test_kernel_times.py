@@ -45,7 +45,7 @@ def test_a_missing_default_is_not_judged_unless_off_alone_already_misses():
 
 
 def test_a_table_without_judged_modes_is_well_formed():
-    results = [_line("off", "a", 0.010), _line("default", "a", 0.011), _line("ours_k10", "a", 0.009)]
+    results = [_line("off", "a", 0.010), _line("default", "a", 0.011), _line("plugin_k10", "a", 0.009)]
     lines = kernel_times.kernel_table(kernel_times.kernel_rows(results), 1)
     _well_formed(lines)
     assert not any("mode over" in ln for ln in lines)

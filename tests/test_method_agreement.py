@@ -162,7 +162,7 @@ def test_wrong_timing_methods_are_refused(logs, tmp_path, capsys):
     replay, per_call = logs
     assert ma.main(["--replay", per_call, "--per-call", per_call]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("method_agreement: error: ") and per_call in err and "--replay" in err
+    assert err.startswith("python -m torchgen_ah.evaluation.studies.method_agreement: error: ") and per_call in err and "--replay" in err
     assert ma.main(["--replay", replay, "--per-call", replay]) == 2
     err = capsys.readouterr().err
     assert replay in err and "--per-call log is timed by CUDA-graph replay" in err
@@ -177,7 +177,7 @@ def test_logs_of_other_devices_are_refused(logs, tmp_path):
 def test_missing_log_names_the_file(logs, tmp_path, capsys):
     missing = str(tmp_path / "nope.txt.gz")
     assert ma.main(["--replay", logs[0], "--per-call", missing]) == 2
-    assert f"method_agreement: error: {missing}" in capsys.readouterr().err
+    assert f"python -m torchgen_ah.evaluation.studies.method_agreement: error: {missing}" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not (os.path.exists(COMMITTED_REPLAY) and os.path.exists(COMMITTED_PER_CALL)),

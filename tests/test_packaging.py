@@ -56,7 +56,7 @@ def test_the_demo_asks_for_the_tools_extra_before_it_starts():
             "from ah_plugin import demo; sys.exit(demo.main([]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip() == "demo: error: needs sklearn, part of the tools extra: pip install 'ah-plugin[tools]'"
+    assert done.stderr.strip() == "python -m ah_plugin.demo: error: needs sklearn, part of the tools extra: pip install 'ah-plugin[tools]'"
 
 
 @pytest.mark.slow

@@ -28,6 +28,11 @@ def test_the_cpu_gemm_message_says_what_was_asked_and_what_to_set():
                            "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=mm has nothing to log and "
                            "TORCHINDUCTOR_AUTOHEURISTIC_USE=mm has nothing to prune for it.")
     assert "TORCHINDUCTOR_FREEZING=1" in text and "torch.no_grad()" in text and "\n" not in text
+    off = cpu_gemm.no_max_autotune_message("packed_linear", both)
+    assert off == ("Inductor autotunes GEMMs only under max-autotune, which is off for this packed_linear, so "
+                   "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=mm has nothing to log and TORCHINDUCTOR_AUTOHEURISTIC_USE=mm "
+                   'has nothing to prune for it: compile with torch.compile(mode="max-autotune") (or set '
+                   "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM=1); collection and use mode act only on the GEMMs it autotunes.")
 
 
 def test_the_exit_line_renders_each_part_and_says_when_nothing_happened():
@@ -149,19 +154,31 @@ class _TinyRanking:
 
     def rank(self, features):
         return [("cpp_a", 0.9), ("extern_mm", 0.1), ("cpp_b", 0.0)]
+
+    def support(self, features):
+        return {"choice": "cpp_a", "inputs": INPUTS, "timings": 24, "margin": 1.5, "spread": 1.2}
 """
 
 
 def test_a_decision_is_one_line_with_the_gemm_what_was_kept_and_why(tmp_path, capsys, clean_use_env):
-    (tmp_path / "_TinyRanking.py").write_text(ARTIFACT)
-    policy = RankingPolicy(artifact_dir=str(tmp_path), package=False, verbose=True)
     request = AutotuneRequest("mm", {"m": 32, "k": 64, "n": 96},
                               {"name": "mm", "device_capa": (0, 0), "shared_memory": 0, "device_name": "cpu"},
                               ["extern_mm", "cpp_a", "cpp_b"],
                               tensors=[{"size": [32, 64], "stride": [64, 1], "dtype": "torch.float32"},
                                        {"size": [64, 96], "stride": [96, 1], "dtype": "torch.float32"}])
-    assert policy.select(request) == ["cpp_a"]
-    said = capsys.readouterr().err.splitlines()
-    assert said[0].startswith("ah_plugin: mm on the CPU: ranked by TinyRanking (user: ")
-    assert said[1:] == ["ah_plugin: mm 32x64 @ 64x96, float32: kept cpp_a alone of 3 choices: TinyRanking ranks it "
-                        "first with a share of 0.90 (at least 0.8): nothing to time"]
+    for inputs, kept, why in (
+            (6, ["cpp_a"], "kept cpp_a alone of 3 choices: TinyRanking ranks it first with a share of 0.90 (at "
+             "least 0.8), 6 input(s) and 24 timing(s) behind it, 1.50x aten's speed with a spread of 1.20: nothing "
+             "to time"),
+            (2, ["extern_mm"], "kept extern_mm alone of 3 choices: TinyRanking ranks cpp_a first, but its data do "
+             "not back it (2 input(s) and 24 timing(s) behind it, 1.50x aten's speed with a spread of 1.20; backing "
+             "takes 3 inputs, each timed twice, and a speed-up above the spread): aten alone, as without an "
+             "artifact")):
+        folder = tmp_path / str(inputs)
+        folder.mkdir()
+        (folder / "_TinyRanking.py").write_text(ARTIFACT.replace("INPUTS", str(inputs)))
+        policy = RankingPolicy(artifact_dir=str(folder), package=False, verbose=True)
+        assert policy.select(request) == kept
+        said = capsys.readouterr().err.splitlines()
+        assert said[0].startswith("ah_plugin: mm on the CPU: ranked by TinyRanking (user: ")
+        assert said[1:] == [f"ah_plugin: mm 32x64 @ 64x96, float32: {why}"]

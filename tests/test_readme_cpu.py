@@ -131,3 +131,20 @@ def test_frozen_inference_gets_a_log_an_artifact_and_pruning(tmp_path):
     assert MESSAGE not in use.stderr
     line = exit_line(use.stderr)
     assert "use mm: kept 2 of 4 choices in 2 autotunings" in line, line  # one choice each: nothing benchmarked
+
+
+def test_frozen_inference_without_max_autotune_says_once_what_it_needs(tmp_path):
+    """Freezing and no_grad, but a plain ``torch.compile``: Inductor autotunes nothing, so COLLECT and USE say
+    once that max-autotune is needed; no hook fails, and the output is right."""
+    program = FROZEN_INFERENCE.replace('torch.compile(model, mode="max-autotune")', "torch.compile(model)")
+    assert program != FROZEN_INFERENCE
+    for pattern, words in (("AUTOHEURISTIC_COLLECT=mm", "COLLECT=mm has nothing to log"),
+                           (r"AUTOHEURISTIC_USE=mm python", "USE=mm has nothing to prune")):
+        done = run_readme(readme_command(pattern), tmp_path, program)
+        assert done.returncode == 0 and "served" in done.stdout, done.stderr[-3000:]
+        assert "hook failed" not in done.stderr and "NotImplementedError" not in done.stderr, done.stderr[-3000:]
+        said = [line for line in done.stderr.splitlines() if "Inductor autotunes GEMMs only under max-autotune" in line]
+        assert len(said) == 1 and words in said[0] and 'mode="max-autotune"' in said[0], done.stderr[-3000:]
+        assert MESSAGE not in done.stderr  # freezing is on: the CPU's other message is not said
+        assert "2 GEMMs not autotuned by Inductor (max-autotune off)" in exit_line(done.stderr)
+    assert not (tmp_path / "mm_data.txt").exists()

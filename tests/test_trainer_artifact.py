@@ -76,6 +76,7 @@ def test_artifact_ranks_exactly_as_the_tree_on_every_input(trained, h100_mm):
     for features in records:
         ranked = h.rank(features)
         assert ranked == model.rank(features)
+        assert h.support(features) == model.support(features)
         assert sorted(c for c, _ in ranked) == sorted(h.choices)  # a full ranking, each once
         own = [s for _, s in ranked if s > 0]
         assert own == sorted(own, reverse=True)

@@ -272,7 +272,8 @@ def test_unwritable_or_unreadable_paths_warn_and_keep_the_cache_working(tmp_path
     policy = tunable.policy()
     # results path is a directory: warned, the cache starts empty (a miss), nothing raises
     (tmp_path / "results0.csv").mkdir()
-    with pytest.warns(F.TunableFileWarning, match="cannot read the results file"):
+    with pytest.warns(F.TunableFileWarning, match="results0.csv is a folder, not a regular file: never opened, "
+                                                  "read or written; the results of this run stay in memory"):
         assert policy.select(mm_request(m=8)) is None
     # tuning off + record untuned into an impossible path: the miss is still answered with aten
     store().clear()

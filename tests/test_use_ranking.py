@@ -41,18 +41,32 @@ class {name}:
         if features["m"] <= 64:
             return {small!r}
         return {large!r}
+{support_method}'''
+
+SUPPORT_METHOD = '''
+    def support(self, features):
+        return {support!r}
 '''
 
 
+def backed(choice, **changes):
+    """A leaf's support that backs ``choice`` (ranking.supported): 3 inputs, each timed twice, 1.5x aten's
+    speed with a spread of 1.1; ``changes`` override."""
+    return {"choice": choice, "inputs": 3, "timings": 12, "margin": 1.5, "spread": 1.1, **changes}
+
+
+
 def write_artifact(directory, filename, *, name="MMRankingTest", op="mm", device_names=(),
-                   choices=None, small=None, large=None, timing=None):
+                   choices=None, small=None, large=None, timing=None, support=False):
+    """``support``: False, no ``support`` method (an artifact trained before it was written); else what the
+    method answers for every input."""
     choices = choices if choices is not None else ["extern_mm", *T]
     small = small if small is not None else [(T[0], 0.7), (T[1], 0.25), (T[2], 0.05), ("extern_mm", 0.0), (T[3], 0.0)]
     large = large if large is not None else [(T[3], 0.5), ("extern_mm", 0.3), (T[2], 0.2), (T[1], 0.0), (T[0], 0.0)]
     path = directory / filename
     path.write_text(ARTIFACT_TEMPLATE.format(
         name=name, op=op, device_names=tuple(device_names), choices=choices, small=small, large=large,
-        timing=timing))
+        timing=timing, support_method="" if support is False else SUPPORT_METHOD.format(support=support)))
     return path
 
 
@@ -108,7 +122,7 @@ def test_default_is_fast_mode_and_env_sets_k(tmp_path, monkeypatch):
 def test_fast_mode_keeps_a_sure_template_alone_only_where_told_and_times_it_against_aten_otherwise(
         tmp_path, monkeypatch):
     write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay",
-                   large=[("extern_mm", 0.6), (T[3], 0.3), (T[2], 0.1)])
+                   large=[("extern_mm", 0.6), (T[3], 0.3), (T[2], 0.1)], support=backed(T[0]))
     # on a GPU a template first is timed against aten by default, however sure the ranking is
     assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
     # aten first: aten alone, no template compiled
@@ -116,10 +130,17 @@ def test_fast_mode_keeps_a_sure_template_alone_only_where_told_and_times_it_agai
     monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "0.8")  # the template's 0.7 is not sure enough to go alone
     assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
     monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "0.6")
-    assert policy(tmp_path).select(request(m=32)) == [T[0]]  # sure enough: the template alone
+    assert policy(tmp_path).select(request(m=32)) == [T[0]]  # sure enough, and backed: the template alone
     monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "never")
     assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
+    # sure enough, but the leaf's data do not back it (or the artifact records none): timed on a GPU
+    monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "0.6")
+    for support in (backed(T[0], spread=1.6), None, False):
+        write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay", support=support)
+        artifact_loader.clear_cache()
+        assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"], support
     # the same artifact file without the replay mark: aten alone again on this GPU
+    monkeypatch.delenv("AH_PLUGIN_CONFIDENCE")
     write_artifact(tmp_path, "_MMRankingTest.py")
     artifact_loader.clear_cache()
     assert policy(tmp_path).select(request(m=32)) == ["extern_mm"]
@@ -133,8 +154,30 @@ def test_fast_mode_default_confidence_depends_on_the_device():
     ranking = [(T[1], 0.9), ("extern_mm", 0.1)]
     options = UseOptions.from_environment(environ={})
     assert options.fast and options.confidence is None
-    assert choose(ranking, ["extern_mm", *T], options, True, cpu=True) == [T[1]]
-    assert choose(ranking, ["extern_mm", *T], options, True, cpu=False) == [T[1], "extern_mm"]
+    assert choose(ranking, ["extern_mm", *T], options, True, cpu=True, support=backed(T[1])) == [T[1]]
+    assert choose(ranking, ["extern_mm", *T], options, True, cpu=False, support=backed(T[1])) == [T[1], "extern_mm"]
+
+
+def test_fast_mode_keeps_a_template_only_where_the_leafs_data_back_it():
+    """The data behind a leaf back its template with 3 inputs, two timings of each per input on average,
+    and a margin over aten above the spread. Without that a GPU times the template against aten, and a
+    CPU keeps aten alone, as it does without an artifact."""
+    from ah_plugin.ranking import choose_fast, supported
+
+    assert supported(backed(T[1]), T[1])
+    for unbacked in (backed(T[1], inputs=2, timings=8),  # too few inputs
+                     backed(T[1], timings=11),  # one timing per input: collected once
+                     backed(T[1], margin=1.1),  # faster than aten by less than the spread
+                     backed(T[1], spread=None),  # the spread cannot be told
+                     backed(T[0]),  # the leaf's data describe another choice
+                     None):  # an artifact trained before support was recorded
+        assert not supported(unbacked, T[1]), unbacked
+        ranking, cands = [(T[1], 1.0)], ["extern_mm", *T]
+        assert choose_fast(ranking, cands, 0.8, True, unbacked, time_unsupported=True) == [T[1], "extern_mm"]
+        assert choose_fast(ranking, cands, 0.8, True, unbacked, time_unsupported=False) == ["extern_mm"]
+    # backed but below the share: timed, on either device
+    assert choose_fast([(T[1], 0.5)], ["extern_mm", *T], 0.8, True, backed(T[1]), time_unsupported=False) == \
+        [T[1], "extern_mm"]
 
 
 def test_templates_are_trusted_from_replay_data_or_on_a_cpu(tmp_path):
@@ -153,7 +196,8 @@ def test_fast_choice_rules_on_plain_lists():
     from ah_plugin.ranking import choose_fast
 
     cands = ["extern_mm", *T]
-    assert choose_fast([(T[1], 0.9), ("extern_mm", 0.1)], cands, 0.8, True) == [T[1]]
+    assert choose_fast([(T[1], 0.9), ("extern_mm", 0.1)], cands, 0.8, True, backed(T[1])) == [T[1]]
+    assert choose_fast([(T[1], 0.9), ("extern_mm", 0.1)], cands, 0.8, True) == [T[1], "extern_mm"]
     assert choose_fast([(T[1], 0.5), ("extern_mm", 0.4)], cands, 0.8, True) == [T[1], "extern_mm"]
     assert choose_fast([(T[1], 0.9), ("extern_mm", 0.1)], cands, 0.8, False) == ["extern_mm"]
     assert choose_fast([("extern_mm", 0.2), (T[1], 0.8)], cands, 0.8, True) == ["extern_mm"]
@@ -337,7 +381,7 @@ def test_stats_count_what_the_policy_kept(tmp_path):
     p.select(request(m=1024))
     p.select(request(m=32, candidates=["extern_mm"]))  # one choice: nothing to rank, not counted
     assert p.stats.as_dict() == {"autotunings": 2, "offered": 10, "kept": 4, "without_ranking": 0, "l2_aten": 0,
-                                 "unpadded": 0, "dynamic_aten": 0}
+                                 "unpadded": 0, "dynamic_aten": 0, "unbacked": 0}
 
 
 def test_stale_report_empty_when_in_sync(tmp_path):
@@ -358,6 +402,9 @@ def test_broken_artifacts_are_skipped_with_one_warning_each(tmp_path):
     raising = write_artifact(tmp_path, "_Raises.py", name="Raises")
     raising.write_text("raise RuntimeError('boom')\n" + raising.read_text())
     (tmp_path / "_Empty.py").write_text("X = 1\n")
+    # a hand-written one whose syntax error also hides a mark of an artifact (no "def check_precondition(")
+    (tmp_path / "_Typo.py").write_text('class Mine:\n    heuristic_name = "Mine"\n    op_name = "mm"\n'
+                                       "    def rank(self features):\n        return []\n")
     (tmp_path / "notanartifact.py").write_text("raise SystemExit('must never run')\n")
     dirs = artifact_loader.artifact_dirs(str(tmp_path))
     with warnings.catch_warnings(record=True) as caught:
@@ -366,10 +413,14 @@ def test_broken_artifacts_are_skipped_with_one_warning_each(tmp_path):
         artifact_loader.load_artifacts(dirs)  # cached: no second warning
     assert [a.name for a in loaded if a.source == "user"] == ["MMRankingTest"]
     messages = sorted(str(w.message) for w in caught)
-    assert len(messages) == 3
-    assert any("_Broken.py" in m and "SyntaxError" in m for m in messages)
+    assert len(messages) == 4
+    assert any(f"{broken}: executing it found that it has a syntax error: " in m and f"(at {broken}:" in m
+               for m in messages), messages
     assert any("_Raises.py" in m and "boom" in m for m in messages)
     assert any("_Empty.py" in m and "no artifact class" in m for m in messages)
+    typo = tmp_path / "_Typo.py"
+    assert any(f"{typo}: has a syntax error: " in m and f"(at {typo}:4); not executed" in m for m in messages), \
+        messages
 
 
 def test_files_are_executed_once_per_process(tmp_path):
@@ -378,9 +429,12 @@ def test_files_are_executed_once_per_process(tmp_path):
     path = write_artifact(tmp_path, "_MMRankingTest.py")
     path.write_text(f"import os\nopen({str(counter)!r}, 'a').write(f'{{os.getpid()}}\\n')\n" + path.read_text())
     p1, p2 = policy(tmp_path), policy(tmp_path)
+    # the same folder named otherwise (relative to the current one), and with the package's folder too
+    p3 = RankingPolicy(artifact_dir=os.path.relpath(tmp_path), package=True)
     for _ in range(3):
         p1.select(request())
         p2.select(request())
+        p3.select(request())
     pids = counter.read_text().split()
     assert pids.count(str(os.getpid())) == 1 and len(pids) == 2
 

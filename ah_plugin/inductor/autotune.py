@@ -98,8 +98,11 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
         return ktcs  # the padded candidate's own mm, or a GEMM lowered as off: nothing to offer, ask or say
     if op_name == "mm" and current.offers_padded(kernel_inputs.device_type or ""):
         ktcs = _with_padded(ktcs, kernel_inputs)
-    if len(ktcs) == 1 and kernel_inputs.device_type == "cpu":
-        cpu_gemm.note_not_autotuned(op_name, current)  # nothing to choose: say so when mm was asked for
+    if len(ktcs) == 1:  # nothing to choose: say why, when the plugin was asked about it
+        if not _max_autotune():
+            cpu_gemm.note_no_max_autotune(op_name, current, cpu=kernel_inputs.device_type == "cpu")
+        elif kernel_inputs.device_type == "cpu":
+            cpu_gemm.note_not_autotuned(op_name, current)
     # fast and quality modes rank Inductor's own candidates (quality: with persistent TMA): widening
     # enumerates the exhaustive list at every lowering, which costs more compile time than either may spend
     # (seconds per GEMM of a large model), for configs the packaged artifacts never saw
@@ -180,6 +183,12 @@ def _asked(choices):
     policies = registry.policies_for(name)
     if not policies:
         return None
+    if len(choices) == 1 and not (getattr(choices[0], "annotations", None) or {}).get(ID_ANNOTATION):
+        # one candidate no pre-codegen hook saw (the CPU's packed_linear with max-autotune off): nothing to
+        # choose, and its inputs may not be laid out yet
+        if not _max_autotune():
+            cpu_gemm.note_no_max_autotune(name, current)
+        return None
     ids = caller_ids(choices)
     request = build_request(name, nodes, ids, "post_codegen")
     if not all((getattr(c, "annotations", None) or {}).get(ID_ANNOTATION) for c in choices):
@@ -190,6 +199,11 @@ def _asked(choices):
             choices, ids = _kept(choices, ids, keep)
             request = build_request(name, nodes, ids, "post_codegen")
     return choices, ids, request, local, policies, current
+
+
+def _max_autotune() -> bool:
+    """Whether Inductor autotunes GEMMs in this compile (``mode="max-autotune"`` or its GEMM option)."""
+    return bool(getattr(inductor_config, "max_autotune", False) or getattr(inductor_config, "max_autotune_gemm", False))
 
 
 def _compiles(choice, choice_id: str, current) -> bool:
@@ -230,19 +244,21 @@ def _selector_inputs(choices) -> dict | None:
 
 
 def _limits(request: AutotuneRequest, policies) -> dict | None:
-    """The strictest limits the policies ask for (optional ``benchmark_limits(request)``); None when none asks."""
-    limits: dict = {}
+    """The strictest limits the policies ask for (optional ``benchmark_limits(request)``; a value of 0 is no
+    limit); None when none asks, ``{}`` when one asks with no limit (the timings must still be its own)."""
+    limits: dict | None = None
     for policy in policies:
         if getattr(policy, "benchmark_limits", None) is None:
             continue
         answer = registry.call_policy(policy, "benchmark_limits", request)
-        if not answer or answer is registry.FAILED:
+        if answer is None or answer is registry.FAILED:
             continue
+        limits = {} if limits is None else limits
         for key in ("duration_ms", "iterations"):
             value = answer.get(key)
             if value is not None and int(value) > 0:
                 limits[key] = min(int(value), limits.get(key, int(value)))
-    return limits or None
+    return limits
 
 
 def _planned(choices, request: AutotuneRequest, policies, device_type: str, current):

@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from ah_plugin import messages
+
 # Inductor's op names for GEMMs, and where A and B sit among the op's inputs.
 # packed_linear (CPU, freezing) computes x @ W.t() with W stored as [N, K]: B is input 2 transposed.
 # pad_mm / pad_addmm / pad_bmm rows hold Inductor's shape-padding decision for the unpadded operands of an
@@ -167,7 +169,7 @@ def parse(text: str) -> GemmParams:
     match = _PARAMS_RE.fullmatch(text.strip())
     if not match:
         raise ParamsError(
-            f"params {text!r} is not [B<batch>_]<NN|NT|TN|TT|G.>_<M>_<N>_<K>_ld_<lda>_<ldb>_<dtype>[_tf32]"
+            f"params {messages.quoted(text)} is not [B<batch>_]<NN|NT|TN|TT|G.>_<M>_<N>_<K>_ld_<lda>_<ldb>_<dtype>[_tf32]"
             "[_bias-<R|C|S|N<ld>|T<ld>|G<s0>x<s1>>[-b<batch stride>]]"
         )
 
@@ -208,16 +210,16 @@ def parse_for(op: str, text: str) -> GemmParams:
             legacy = LEGACY_BIAS.get(op)
             if legacy is None:
                 raise ParamsError(
-                    f"{op} params {text!r} have no bias layout (_bias-...; written by an older ah_plugin): "
+                    f"{op} params {messages.quoted(text)} have no bias layout (_bias-...; written by an older ah_plugin): "
                     "the bias it was tuned for is unknown"
                 )
             key = replace(key, bias=legacy)
         if op == "baddbmm" and "-b" not in key.bias:
-            raise ParamsError(f"{op} params {text!r}: a baddbmm bias layout ends in -b<batch stride>")
+            raise ParamsError(f"{op} params {messages.quoted(text)}: a baddbmm bias layout ends in -b<batch stride>")
         if op in ("addmm", "pad_addmm") and "-b" in key.bias:
-            raise ParamsError(f"{op} params {text!r}: an addmm bias layout has no -b<batch stride>")
+            raise ParamsError(f"{op} params {messages.quoted(text)}: an addmm bias layout has no -b<batch stride>")
     elif key.bias is not None:
-        raise ParamsError(f"{op} params {text!r}: only addmm and baddbmm take a bias layout")
+        raise ParamsError(f"{op} params {messages.quoted(text)}: only addmm and baddbmm take a bias layout")
     return key
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ah_plugin import aten_margin
+from ah_plugin import aten_margin, messages
 from ah_plugin.policy import AutotuneRequest
 
 from . import params as P
@@ -96,6 +96,10 @@ class TunableCachePolicy:
         return key, entry, wildcard
 
     def select(self, request: AutotuneRequest) -> list[str] | None:
+        if len(request.candidates) < 2:
+            # nothing to choose: not a hit, a miss or a stale row. A CPU bmm or addmm is asked first with aten
+            # alone (its C++ template is added later) and again with every candidate, where its row is looked up
+            return None
         found = self._lookup(request)
         if found is None:
             return None
@@ -115,6 +119,7 @@ class TunableCachePolicy:
         db.stats.misses += 1
         if S.tuning_is_enabled():
             verbose(2, f"miss {request.op_name},{key.encode()}: tuning {len(request.candidates)} candidates")
+            db.awaiting_timings(request.op_name, key.encode())
             excluded = db.excluded.get((request.op_name, key.encode()))
             if excluded:
                 kept = [c for c in request.candidates if c not in excluded]
@@ -139,7 +144,7 @@ class TunableCachePolicy:
         db.stats.stale += 1
         db.warn_once(
             ("stale", entry.op, entry.params, entry.solution),
-            f"{entry.source or 'results'}: solution {entry.solution!r} for {entry.op},{entry.params} is not "
+            f"{entry.source or 'results'}: solution {messages.quoted(entry.solution)} for {entry.op},{entry.params} is not "
             f"among today's {len(request.candidates)} candidates; treated as a miss (with tuning on, the new "
             "winner replaces the row)",
         )
@@ -165,17 +170,16 @@ class TunableCachePolicy:
 
     def benchmark_limits(self, request: AutotuneRequest) -> dict[str, int] | None:
         """TunableOp's max tuning duration/iterations, for a miss being tuned only: the hook caps each
-        candidate's benchmark with them (docs/tunable.md has the mapping). None (no limit) otherwise;
-        a setting of 0 is no limit of its own."""
+        candidate's benchmark with them (docs/tunable.md has the mapping), and keys Inductor's autotune
+        cache by them, so the winner recorded is timed under them, never one of Inductor's cached timings
+        taken otherwise (a collection run's). None otherwise; a setting of 0 is no limit of its own."""
         key = self._tuning_miss(request)
         if key is None:
             return None
         limits = {"duration_ms": S.max_tuning_duration_ms(), "iterations": S.max_tuning_iterations()}
-        limits = {name: value for name, value in limits.items() if value > 0}
-        if not limits:
-            return None
-        store().stats.limited += 1
-        verbose(3, f"limits {request.op_name},{key.encode()}: {limits} per candidate benchmark")
+        if any(limits.values()):
+            store().stats.limited += 1
+        verbose(3, f"limits {request.op_name},{key.encode()}: {limits} per candidate benchmark (0: no limit)")
         return limits
 
     def on_numerical_check(self, request: AutotuneRequest, rejected: list[str], timings: dict[str, float]) -> None:
@@ -237,7 +241,11 @@ class TunableCachePolicy:
             return
         winner = aten_margin.winner(valid, _margin())  # the kernel Inductor compiles (the adapter applies the same rule)
         db.record(request.op_name, params, winner, valid[winner])
-        verbose(2, f"tuned {request.op_name},{params} -> {winner} ({valid[winner]:.4g} ms)")
+        # timed by no benchmark of this process: Inductor's autotune cache answered, which it does for such an
+        # autotuning only with timings an earlier run took under the same limits (``benchmark_limits``)
+        earlier = "" if request.metadata.get("timing") else \
+            " (timed under these limits by an earlier run, kept in Inductor's autotune cache)"
+        verbose(2, f"tuned {request.op_name},{params} -> {winner} ({valid[winner]:.4g} ms){earlier}")
         verbose(3, f"timings {request.op_name},{params}: {sorted(valid.items(), key=lambda kv: kv[1])}")
 
 

@@ -18,7 +18,9 @@ User files are never replaced: a results file that is a symbolic link is written
 the temporary file and the side files lie beside the file it points to, so the link stays a link and
 every name of one file shares one lock); a file that is not a results file is refused (`RefusedFile`),
 never moved or written; side files (`.unreadable`, `.rejected`, `.lock`) are never opened through a
-link. A write that fails part way is cut back to the last whole line (`ah_plugin.whole_lines`).
+link. What is not a regular file (a FIFO, a device), a file without a write permission bit, and, for a
+rewrite, a file owned by another user are refused too (`whole_lines.RefusedWrite`). A missing folder is
+created, and said. A write that fails part way is cut back to the last whole line (`ah_plugin.whole_lines`).
 
 Cost: an append reads the file's first lines only (its validators), whatever its size.
 
@@ -81,14 +83,26 @@ def real_path(path: str) -> str:
 
 
 def _open_side(path: str, flags: int) -> int:
-    """Open a side file (lock, `.unreadable`) of the cache, never through a symbolic link."""
+    """Open a side file (lock, `.unreadable`) of the cache, never through a symbolic link, never anything
+    but a regular file."""
     try:
-        return os.open(path, flags | _NOFOLLOW, 0o644)
+        return whole_lines.open_plain(path, flags | _NOFOLLOW, 0o644)
     except OSError as error:
         if os.path.islink(path):
             raise RefusedFile(f"{path} is a symbolic link; a side file of the results cache is never opened "
                               "through a link (remove it)") from error
         raise
+
+
+_created_folders: set = set()
+
+
+def _make_folder(path: str) -> None:
+    """The folder of ``path``, created when missing, said once."""
+    created = whole_lines.make_folder_for(path)
+    if created and created not in _created_folders:
+        _created_folders.add(created)
+        warn(f"{path}: its folder {created} did not exist; created it")
 
 
 @contextmanager
@@ -99,9 +113,8 @@ def file_lock(path: str):
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd = _open_side(path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT)
+    _make_folder(path)
+    fd = _open_side(path + LOCK_SUFFIX, os.O_RDONLY | os.O_CREAT)  # flock needs no write access
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -139,7 +152,9 @@ def _create_temp_beside(path: str) -> tuple[int, str]:
 
 
 def atomic_write(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` in one rename, fsync'd; a replaced file keeps its permission bits."""
+    """Replace ``path`` with ``text`` in one rename, fsync'd; a replaced file keeps its permission bits.
+    ``RefusedWrite`` (nothing written) when ``path`` is not a regular file of this user's with a write bit."""
+    whole_lines.check_replaceable(path)
     fd, tmp = _create_temp_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -166,7 +181,9 @@ def _quiet_read(path: str, validators: dict[str, str]) -> ReadResult:
 
 
 def keep_aside(path: str) -> str:
-    """Move `path` to the first free name of `path.rejected`, `.rejected.2`, ... (never overwriting one)."""
+    """Move `path` to the first free name of `path.rejected`, `.rejected.2`, ... (never overwriting one).
+    ``RefusedWrite`` for a file the cache may not replace (read-only, another user's)."""
+    whole_lines.check_replaceable(path)
     for number in range(1, 10_000):
         target = path + REJECTED_SUFFIX + ("" if number == 1 else f".{number}")
         try:
@@ -250,7 +267,7 @@ def _head_holds(fd: int, validators: dict[str, str]) -> bool:
 
 def _append(path: str, data: bytes) -> None:
     """Append whole lines to an existing file and fsync them; a line cut short by a crash stays a line."""
-    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    fd = whole_lines.open_plain(path, os.O_RDWR | os.O_APPEND)
     try:
         prefix = b"" if whole_lines.ends_with_newline(fd) else b"\n"
         whole_lines.append(fd, prefix + data, sync=True)
@@ -268,7 +285,7 @@ def append_entries(path: str, validators: dict[str, str], entries: list[Entry],
     with file_lock(path):
         appendable = False
         if not replaced and os.path.isfile(path):
-            fd = os.open(path, os.O_RDONLY)
+            fd = whole_lines.open_plain(path, os.O_RDONLY)
             try:
                 appendable = _head_holds(fd, validators)
             finally:
@@ -301,5 +318,5 @@ def append_untuned(path: str, keys: list[tuple[str, str]]) -> None:
                 writer.writerow(list(key))
                 present.add(key)
         if buffer.getvalue():
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666))
+            os.close(whole_lines.open_plain(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666))
             _append(path, buffer.getvalue().encode("utf-8"))

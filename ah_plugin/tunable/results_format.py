@@ -30,7 +30,7 @@ import re
 import string
 from dataclasses import dataclass, field
 
-from .. import messages
+from .. import messages, whole_lines
 from . import params as P
 
 DEFAULT_SOLUTION = "Default"
@@ -201,18 +201,19 @@ def faster_of(previous: Entry, entry: Entry, note) -> Entry:
         drop = previous if keep is entry else entry
         note(
             f"{entry.source}: {entry.op},{entry.params} is also at {previous.source} with another solution "
-            f"({previous.solution!r} vs {entry.solution!r}); keeping the faster one, {keep.solution!r} "
-            f"from {keep.source}, dropping {drop.solution!r}"
+            f"({messages.quoted(previous.solution)} vs {messages.quoted(entry.solution)}); keeping the faster one, {messages.quoted(keep.solution)} "
+            f"from {keep.source}, dropping {messages.quoted(drop.solution)}"
         )
         return keep
     return entry if entry.time_ms < previous.time_ms else previous
 
 
 def read_bytes(path: str) -> bytes | None:
-    """The bytes of a file, None when there is none (an unreadable path, a folder: OSError)."""
+    """The bytes of a file, None when there is none (an unreadable path: OSError; a FIFO, a device, a
+    folder: ``whole_lines.RefusedWrite``, never opened: a FIFO would block the program)."""
     if not os.path.exists(path):
         return None
-    with open(path, "rb") as handle:
+    with os.fdopen(whole_lines.open_plain(path, os.O_RDONLY), "rb") as handle:
         return handle.read()
 
 
@@ -313,7 +314,7 @@ def _parse(path: str, data: bytes, expected: dict[str, str] | None) -> ReadResul
             key, value = cells[1], ",".join(cells[2:])  # an unquoted value may hold commas
             lines.append(Line(lineno, VALIDATOR_LINE, text=line, key=key))
             if key in result.validators and result.validators[key] != value:
-                note(f"{where}: validator {key} given twice ({result.validators[key]!r} then {value!r}); first kept")
+                note(f"{where}: validator {key} given twice ({messages.quoted(result.validators[key])} then {messages.quoted(value)}); first kept")
                 continue
             result.validators.setdefault(key, value)
             validator_lines.setdefault(key, lineno)
@@ -358,7 +359,7 @@ def _parse(path: str, data: bytes, expected: dict[str, str] | None) -> ReadResul
             mine = expected.get(key)
             if mine is not None and mine != value:
                 warn(
-                    f"{path}:{validator_lines[key]}: validator {key} is {value!r} in the file but {mine!r} in "
+                    f"{path}:{validator_lines[key]}: validator {key} is {messages.quoted(value)} in the file but {messages.quoted(mine)} in "
                     f"this process; the whole file is rejected (its timings do not hold here)"
                 )
                 result.rejected = True
@@ -384,13 +385,13 @@ def parse_row(cells: list[str], path: str, lineno: int, note) -> Entry | None:
     try:
         time_ms = float(time_text)
     except ValueError:
-        note(f"{path}:{lineno}: time_ms {time_text!r} is not a number; skipped")
+        note(f"{path}:{lineno}: time_ms {messages.quoted(time_text)} is not a number; skipped")
         return None
     if time_ms != time_ms or time_ms < 0:  # NaN, or negative
-        note(f"{path}:{lineno}: time_ms {time_text!r} is not a non-negative number; skipped")
+        note(f"{path}:{lineno}: time_ms {messages.quoted(time_text)} is not a non-negative number; skipped")
         return None
     if op not in P.KNOWN_OPS:
-        note(f"{path}:{lineno}: unknown op {op!r} (known: {', '.join(sorted(P.KNOWN_OPS))}); skipped")
+        note(f"{path}:{lineno}: unknown op {messages.quoted(op)} (known: {', '.join(sorted(P.KNOWN_OPS))}); skipped")
         return None
     try:
         canonical = canonical_params(op, params)
@@ -454,10 +455,9 @@ def untuned_file(path: str) -> tuple[list[tuple[str, str]], bool]:
     """(`read_untuned`'s keys, whether the file is not an untuned file at all: no usable line, some bad
     ones; said once as a whole instead of line by line)."""
     keys: dict[tuple[str, str], None] = {}
-    if not os.path.exists(path):
+    data = read_bytes(path)
+    if data is None:
         return [], False
-    with open(path, "rb") as handle:
-        data = handle.read()
     notes: list[str] = []
     texts, _ = _split_lines(path, data, notes.append)
     bad = 0
@@ -477,7 +477,7 @@ def untuned_file(path: str) -> tuple[list[tuple[str, str]], bool]:
             continue
         op, params = cells[0], cells[1]
         if op not in P.KNOWN_OPS:
-            notes.append(f"{where}: unknown op {op!r}; skipped")
+            notes.append(f"{where}: unknown op {messages.quoted(op)}; skipped")
             continue
         try:
             parsed = P.parse_for(op, params)

@@ -17,10 +17,12 @@ from __future__ import annotations
 import atexit
 import hashlib
 import logging
+import os
 import sys
 import threading
 from dataclasses import dataclass, field
 
+from ah_plugin import whole_lines
 from ah_plugin.log_format import write_failure as _write_failure
 from ah_plugin.messages import PREFIX
 
@@ -45,13 +47,15 @@ class Stats:
     untuned_recorded: int = 0
     rejected_candidates: int = 0  # dropped by the numerical check
     limited: int = 0  # tuning misses whose candidate benchmarks were given the max duration/iterations
+    untimed: int = 0  # tuning misses where nothing was timed (one choice left, by the USE ranking): not recorded
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
 
 class Verbose:
-    """Messages at levels 1-3 to stderr, stdout or a file (AH_TUNABLE_VERBOSE_FILENAME)."""
+    """Messages at levels 1-3 to stderr, stdout or a file (AH_TUNABLE_VERBOSE_FILENAME): a regular file, never
+    the results or the untuned file (each would become a log), a FIFO or a device (``open_log``)."""
 
     def __init__(self) -> None:
         self._handle = None
@@ -68,7 +72,7 @@ class Verbose:
         else:
             if self._name != name:
                 try:
-                    self._handle = open(S.with_ordinal(name), "a", encoding="utf-8")
+                    self._handle = open_log(S.with_ordinal(name))
                 except OSError as error:  # a read-only log directory must not disable the cache
                     F.warn(f"{S.with_ordinal(name)}: cannot open the verbose log ({error}); writing to stderr")
                     self._handle = sys.stderr
@@ -76,6 +80,19 @@ class Verbose:
             stream = self._handle
         stream.write(f"{PREFIX}results cache: {message}\n")
         stream.flush()
+
+
+def open_log(path: str):
+    """The verbose log, opened to append: refused (``whole_lines.RefusedWrite``) when it is the results file
+    or the untuned file, or not a regular file; its folder created when missing (said)."""
+    for other, what in ((S.with_ordinal(S.raw_filename()), "the results file"),
+                        (S.with_ordinal(S.raw_untuned_filename()), "the untuned file")):
+        if os.path.realpath(path) == os.path.realpath(other):
+            raise whole_lines.RefusedWrite(f"it is {what} ({other}), which log lines would spoil")
+    created = whole_lines.make_folder_for(path)
+    if created:
+        F.warn(f"{path}: its folder {created} did not exist; created it for the verbose log")
+    return os.fdopen(whole_lines.open_plain(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a", encoding="utf-8")
 
 
 verbose = Verbose()
@@ -103,6 +120,7 @@ class ResultsStore:
     refused: set = field(default_factory=set)  # paths that are not results files: never written
     file_digests: list = field(default_factory=list)  # sha256 of every file read, in order
     changes: dict = field(default_factory=dict)  # (op, params) -> solution recorded here (None: forgotten)
+    awaiting: set = field(default_factory=set)  # (op, params) of tuning misses no timing has reached yet
     _digest: tuple = (-1, "")
 
     # -- loading ------------------------------------------------------------------------------
@@ -122,12 +140,22 @@ class ResultsStore:
                 _register_atexit()
             try:
                 data = F.read_bytes(path)
-            except OSError as error:  # unreadable (permissions, a directory): warn, start empty
+            except whole_lines.RefusedWrite as error:  # a FIFO, a device, a folder: never opened
+                self.refused.add(path)
+                self.warn_once(("read", path), f"the results file {error}; the results of this run stay in memory")
+                return False
+            except OSError as error:  # unreadable (permissions): warn, start empty
                 self.warn_once(("read", path), f"{path}: cannot read the results file ({error}); not used")
                 return False
             if data is None:
                 verbose(1, f"results file {path}: missing")
                 return False
+            try:
+                whole_lines.check_writable(path)
+            except whole_lines.RefusedWrite as error:  # read-only: its rows answer, nothing is written to it
+                self.refused.add(path)
+                self.warn_once(("read-only", path), f"the results file {error}; the winners of this run stay "
+                                                    "in memory")
             validators = F.current_validators()
             if self.searched is None and not self.entries:  # the first file: searched when large and plain
                 self.searched = results_search.open_searched(path, data, validators)
@@ -198,6 +226,12 @@ class ResultsStore:
                 return candidate, True
         return None, False
 
+    def awaiting_timings(self, op: str, params: str) -> None:
+        """A tuning miss: counted as untimed until a winner of it is recorded."""
+        with self.lock:
+            self.awaiting.add((op, params))
+            self.stats.untimed = len(self.awaiting)
+
     def record(self, op: str, params: str, solution: str, time_ms: float) -> None:
         """A new winner: in memory at once, and on disk before this returns (unless automatic writes are
         off, `write_file_on_exit(False)`). A winner for a key whose row holds another solution (gone from
@@ -210,6 +244,8 @@ class ResultsStore:
                 self.replaced[key] = previous.solution
             self.entries[key] = entry
             self.changes[key] = solution
+            self.awaiting.discard(key)
+            self.stats.untimed = len(self.awaiting)
             if P.WILDCARD in params:
                 self._index()
             self.version += 1
@@ -317,6 +353,7 @@ class ResultsStore:
             self.exact_only = False
             self.journaled.clear()
             self.replaced.clear()
+            self.awaiting.clear()
             self.unsaved = 0
 
 

@@ -13,7 +13,9 @@ compressed dataset in place.
 
 OUT is a new file: an existing one (an input among them, or a log collected earlier, as in
 ``merge_data mm_data.txt mm_data2.txt`` typed for "merge these two") is refused, naming it, unless
-``--force`` says to replace it. A link at OUT is written through (it stays a link).
+``--force`` says to replace it; the refusal offers a new file, or the merge that keeps OUT's rows
+(``merge_data --force mm_data.txt mm_data.txt mm_data2.txt``: OUT also the first input), never a command that
+would drop them. A link at OUT is written through (it stays a link).
 """
 
 from __future__ import annotations
@@ -114,19 +116,25 @@ def _row_problem(fields: list[str], columns: list[str], numerical_idx: list[int]
     return None
 
 
-def _refuse_existing(out: str, inputs: list[str]) -> None:
-    """MergeError when ``out`` exists (``--force`` not given), naming it and what to type instead."""
+PROG = "python -m torchgen_ah.merge_data"
+
+
+def _refuse_existing(out: str, inputs: list[str], prog: str = PROG) -> None:
+    """MergeError when ``out`` exists (``--force`` not given), naming it and what to type instead: a new
+    file, or ``out`` replaced by the merge that keeps its own rows (``out`` listed as the first input), never a
+    command that would drop them."""
     if not os.path.lexists(out):
         return
     is_input = os.path.exists(out) and any(os.path.exists(p) and os.path.samefile(out, p) for p in inputs)
     logs = " ".join(inputs if is_input else [out, *inputs])
+    others = " ".join(p for p in inputs if not (os.path.exists(p) and os.path.exists(out) and os.path.samefile(out, p)))
     raise MergeError(
-        f"{out}: {'is one of the inputs' if is_input else 'exists'}; merge_data writes a new file and never "
-        f"replaces one unless told to (the first argument is the merged log). Into a new file: merge_data "
-        f"MERGED.txt {logs}; to replace {out}: merge_data --force {out} {' '.join(inputs)}")
+        f"{out}: {'is one of the inputs' if is_input else 'exists'}; {prog} writes a new file and never "
+        f"replaces one unless told to (the first argument is the merged log). Into a new file: {prog} "
+        f"MERGED.txt {logs}; to add {others or 'the others'} to {out}, keeping its rows: {prog} --force {out} {logs}")
 
 
-def merge_logs(out: str, inputs: list[str], log=print, force: bool = False) -> tuple[int, int]:
+def merge_logs(out: str, inputs: list[str], log=print, force: bool = False, prog: str = PROG) -> tuple[int, int]:
     """Merge ``inputs`` into ``out``. Returns (rows written, rows skipped).
 
     ``out`` must not exist unless ``force``; with it, ``out`` is replaced only once every input is read,
@@ -141,7 +149,7 @@ def merge_logs(out: str, inputs: list[str], log=print, force: bool = False) -> t
     if not inputs:
         raise MergeError("no input files given")
     if not force:
-        _refuse_existing(out, inputs)
+        _refuse_existing(out, inputs, prog)
     elif os.path.islink(out):
         out = os.path.realpath(out)
     heads = []
@@ -243,7 +251,7 @@ def _refuse_repeated_file(path, rows, mine, shared, repeats, first_shared, owned
 
 def main(argv: list[str] | None = None) -> int:
     parser = command_line.parser(
-        "python -m torchgen_ah.merge_data",
+        PROG,
         "Concatenate AutoHeuristic logs that share the same metadata. A row two files share is kept twice (the "
         "same input timed in two runs); a file listed twice, or holding all of an earlier input's rows, is "
         "refused.",
@@ -255,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.simplefilter("always")
     try:
-        merge_logs(args.out, args.inputs, force=args.force)
+        merge_logs(args.out, args.inputs, force=args.force, prog=parser.prog)
     except (MergeError, AHLogError, OSError, UnicodeDecodeError) as exc:
         return command_line.fail("merge_data", exc, 2)
     return 0

@@ -182,9 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     source_dir = args.source_dir or source_from_environment()
     if source_dir is not None and not os.path.isdir(source_dir):
         how = "--from" if args.source_dir else ENV_SOURCE
-        print(f"get_mm_dataset: error: {source_dir}: not a folder ({how}); it must hold "
-              f"{', '.join(z for z, _ in DATASETS.values())}", file=sys.stderr)
-        return 1
+        return command_line.fail(parser.prog, NotADirectoryError(
+            f"{source_dir}: not a folder ({how}); it must hold {', '.join(z for z, _ in DATASETS.values())}"), 1)
     if source_dir is not None and not args.source_dir:
         print(f"taking the zips from {source_dir} ({ENV_SOURCE})")
     try:
@@ -192,11 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             for path in fetch(name, args.out, source_dir, args.timeout):
                 print(f"  {path}")
     except zipfile.BadZipFile as exc:
-        print(f"get_mm_dataset: error: cannot unpack ({exc}); delete the zip and run again", file=sys.stderr)
-        return 1
+        return command_line.fail(parser.prog, ValueError(f"cannot unpack ({exc}); delete the zip and run again"), 1)
     except DatasetError as exc:
-        print(f"get_mm_dataset: error: {exc}", file=sys.stderr)
-        return 1
+        return command_line.fail(parser.prog, exc, 1)
     return 0
 
 

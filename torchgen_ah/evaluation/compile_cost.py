@@ -17,9 +17,9 @@ Modes (environment of the process; the plugin reads it at ``import torch``):
 - ``fast``: max-autotune, plugin in use mode (``OURS_USE``) with its defaults: fast mode.
 - ``quality``: max-autotune, plugin in use mode, ``AH_PLUGIN_TOP_K=quality``: the ranking's top templates
   (persistent TMA offered) and aten, timed by replay.
-- ``ours_k10`` / ``ours_adaptive`` / ``ours_k1``: max-autotune, plugin in use mode (``OURS_USE``),
+- ``plugin_k10`` / ``plugin_adaptive`` / ``plugin_k1``: max-autotune, plugin in use mode (``OURS_USE``),
   ``AH_PLUGIN_TOP_K``.
-- ``ours_top1``: the ranking's first choice alone (no aten kept, ``AH_PLUGIN_MIN_CHOICES=1``): Inductor
+- ``plugin_top1``: the ranking's first choice alone (no aten kept, ``AH_PLUGIN_MIN_CHOICES=1``): Inductor
   benchmarks nothing and compiles that one kernel once, the floor of what a ranking can cost.
 - ``cache``: max-autotune, results cache enabled and filled beforehand by a ``cache_record`` process
   (tuning on) over the same shapes; the measured process only reads it.
@@ -52,13 +52,14 @@ import time
 from ah_plugin import command_line
 from torchgen_ah.evaluation import kernel_times, side_by_side
 from torchgen_ah.evaluation.eval_worker import make_case, shape_label, with_package_on_path
+from torchgen_ah.evaluation.policies import mode_name
 from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
 from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_shapes
 
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the evaluation's bars need.
-ALL_MODES = ("off", "default", "fast", "quality", "ours_adaptive", "ours_k10", "cache", "builtin_ah", "ours_k1",
-             "ours_top1", "replay_all", "aten_only", "fast_tune_all", "quality_padded", "off_frozen", "quality_frozen")
+ALL_MODES = ("off", "default", "fast", "quality", "plugin_adaptive", "plugin_k10", "cache", "builtin_ah",
+             "plugin_k1", "plugin_top1", "replay_all", "aten_only", "fast_tune_all", "quality_padded", "off_frozen", "quality_frozen")
 FROZEN = "_frozen"
 # off_frozen, quality_frozen: the mode with Inductor's freezing on (TORCHINDUCTOR_FREEZING=1): weights become
 # constants, so Inductor concatenates projections that share an input (horizontal fusion) and folds constants;
@@ -90,6 +91,7 @@ def _caller_plugin_var(name: str) -> bool:
 def mode_environment(mode: str, work_dir: str, base_env=None, caches: str | None = None) -> tuple[dict, str | None]:
     """(environment, torch.compile mode) for one mode, with fresh cache folders under ``work_dir``
     (``caches``: their folder's name, default ``caches_<mode>``)."""
+    mode = mode_name(mode)
     if mode.endswith(FROZEN):  # the base mode with Inductor's freezing (constant weights; inference only)
         env, compile_mode = mode_environment(mode[:-len(FROZEN)], work_dir, base_env, caches or f"caches_{mode}")
         env["TORCHINDUCTOR_FREEZING"] = "1"
@@ -123,12 +125,12 @@ def mode_environment(mode: str, work_dir: str, base_env=None, caches: str | None
     elif mode == "replay_all":
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm", AH_PLUGIN_SEARCH_SPACE="default",
                    TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH=os.path.join(work_dir, "replay_all_log.txt"))
-    elif mode == "ours_top1":
+    elif mode == "plugin_top1":
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_TOP_K="1", AH_PLUGIN_KEEP_ATEN="0",
                    AH_PLUGIN_MIN_CHOICES="1")
-    elif mode.startswith("ours_"):
+    elif mode.startswith("plugin_"):
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE
-        env["AH_PLUGIN_TOP_K"] = mode[len("ours_"):].lstrip("k") if mode != "ours_adaptive" else "adaptive"
+        env["AH_PLUGIN_TOP_K"] = mode[len("plugin_"):].lstrip("k") if mode != "plugin_adaptive" else "adaptive"
     elif mode in ("cache", "cache_record"):
         env["AH_TUNABLE_ENABLED"] = "1"
         env["AH_TUNABLE_FILENAME"] = cache_file
@@ -397,7 +399,7 @@ def main(argv=None) -> int:
     except (OSError, ShapesError) as exc:
         return command_line.fail("compile_cost", exc, 2)
     device = pick_device(args.device)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    modes = [mode_name(m.strip()) for m in args.modes.split(",") if m.strip()]
     for mode in modes:
         if mode not in ALL_MODES:
             return command_line.fail("compile_cost", ValueError(f"--modes: unknown mode {mode!r}; known: "

@@ -1,6 +1,6 @@
 """End to end: real models compiled in each autotuning mode; whole-compile time and step time.
 
-    python -m torchgen_ah.e2e_models --out DIR [--models gpt2,vit,...] [--modes off,default,fast,ours_k10]
+    python -m torchgen_ah.e2e_models --out DIR [--models gpt2,vit,...] [--modes off,default,fast,plugin_k10]
         [--reps 3] [--run-timeout 300] [--results benchmarks/RESULTS.md]
 
 Models (random weights, bf16 on CUDA / fp32 on CPU; inference under ``no_grad`` unless named ``_train``):
@@ -45,6 +45,7 @@ from torchgen_ah.evaluation.compile_cost import (
     add_combine_arguments,
     combined_results,
     fresh_results_path,
+    mode_name,
     parse_or_work,
     pick_device,
     read_results,
@@ -55,7 +56,7 @@ from torchgen_ah.evaluation.results_section import save_report
 
 MODELS = ("gpt2", "vit", "llama_prefill", "llama_decode", "vit_train")
 KNOWN_MODELS = MODELS + ("mlp",)
-DEFAULT_MODES = ("off", "fast", "quality", "default", "ours_k10")
+DEFAULT_MODES = ("off", "fast", "quality", "default", "plugin_k10")
 # the fast-mode bars: compile at most this multiple of max-autotune off's, steps at most this multiple of
 # the better of off and default max-autotune
 COMPILE_BAR = 1.3
@@ -374,8 +375,8 @@ def main(argv=None) -> int:
     if args.combine:
         return combine(args.combine.split(","), args.out, args.results, args.note)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    once = {m.strip() for m in args.once.split(",") if m.strip()}
+    modes = [mode_name(m.strip()) for m in args.modes.split(",") if m.strip()]
+    once = {mode_name(m.strip()) for m in args.once.split(",") if m.strip()}
     unknown = [m for m in models if m not in KNOWN_MODELS] + [m for m in modes if m not in ALL_MODES]
     if once - set(modes):
         return command_line.fail("e2e_models", ValueError(

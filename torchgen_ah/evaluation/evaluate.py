@@ -6,7 +6,7 @@
 1. Timing: worker processes (``torchgen_ah.eval_worker``) autotune each shape once over default's space
    and ``--reps`` times over the searched space, with the plugin's collector writing every choice's time.
 2. Table: median per (input, choice) (``torchgen_ah.evaluation.timing_table``).
-3. Scores: default, the whole space, torch's built-in AutoHeuristic, ours at k=10 / adaptive / k=1, the
+3. Scores: default, the whole space, torch's built-in AutoHeuristic, the plugin at k=10 / adaptive / k=1, the
    results cache (``torchgen_ah.evaluation.policies``); regret per input against default's pick and the space's best.
 4. Output under ``--out``: ``per_input.csv``, ``summary.csv``, ``evaluate.md`` (printed too), PNG plots,
    and with ``--results FILE`` the ``evaluate_gpu`` section of that markdown file.
@@ -42,6 +42,7 @@ from torchgen_ah.evaluation.eval_worker import (
 )
 from torchgen_ah.evaluation.plots import plot_evaluation
 from torchgen_ah.evaluation.policies import (
+    mode_name,
     builtin_ah_policy,
     cache_policy,
     check_bars,
@@ -303,7 +304,7 @@ def _load_json(path):
         return json.load(f)
 
 
-def score_run(shapes, out_dir: str, artifact_dir=None, compile_cost=None, quality_policy="ours_k10"):
+def score_run(shapes, out_dir: str, artifact_dir=None, compile_cost=None, quality_policy="plugin_k10"):
     """Tables, per-input scores, summaries and bars for a finished timing run, and per op the labels of
     the inputs the tables left out (see ``EvaluationTimingTable.left_out``)."""
     results, bars, left_out = {}, {}, {}
@@ -342,13 +343,15 @@ def main(argv=None) -> int:
                         help=f"first {QUICK_SHAPES} shapes, 2 repetitions")
     parser.add_argument("--from-run", action="store_true",
                         help="do not time: re-score the logs already in --out")
-    parser.add_argument("--artifact-dir", default=None, help="folder of our artifacts (default: installed)")
+    parser.add_argument("--artifact-dir", default=None,
+                        help="folder of the artifacts to rank with (default: the installed package's)")
     parser.add_argument("--compile-cost", default=None,
                         help="JSON from torchgen_ah.compile_cost (autotune seconds for the bars)")
     parser.add_argument("--e2e", action="append", default=[],
                         help="markdown from torchgen_ah.e2e_models to include (repeat for several runs)")
-    parser.add_argument("--quality-policy", default="ours_k10",
-                        help="the policy whose regret and autotune time the report's quality bar checks")
+    parser.add_argument("--quality-policy", default="plugin_k10", type=mode_name,
+                        help="the policy whose regret and autotune time the report's quality bar checks: "
+                             "plugin_k10 (the plugin's ranking, its top 10 and aten), plugin_adaptive, plugin_k1")
     parser.add_argument("--results", default=None, help=f"markdown file whose {SECTION} section to update")
     parser.add_argument("--no-plots", action="store_true",
                         help="no evaluate_<op>.png figures (they need matplotlib)")

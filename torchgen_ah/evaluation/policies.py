@@ -12,7 +12,7 @@ Policies:
   ``get_decisions_ranked`` on an ``AHContext`` built as ``mm_autoheuristic`` builds it, top 10 of the
   candidates it knows plus ``extern_mm``; no decision (precondition fails, nothing known) falls back to
   default's set, as upstream does.
-- ``ours_k10`` / ``ours_adaptive`` / ``ours_k1``: our artifact through ``ah_plugin.ranking``.
+- ``plugin_k10`` / ``plugin_adaptive`` / ``plugin_k1``: the plugin's artifact through ``ah_plugin.ranking``.
 - ``cache``: a results cache: a hit takes the recorded winner with no benchmarking; a miss autotunes
   default's set.
 """
@@ -61,6 +61,16 @@ class Policy:
 
 
 # -- simple policies ----------------------------------------------------------------------------------
+
+
+#: the plugin's top-k modes and policies by their names in older runs' files and commands: read as today's
+OLD_MODE_NAMES = {"ours_adaptive": "plugin_adaptive", "ours_k10": "plugin_k10", "ours_k1": "plugin_k1",
+                  "ours_top1": "plugin_top1"}
+
+
+def mode_name(name: str) -> str:
+    """A mode's or policy's name as it is today (``ours_k10``, an older name, is ``plugin_k10``)."""
+    return OLD_MODE_NAMES.get(name, name)
 
 
 def default_policy() -> Policy:
@@ -152,7 +162,7 @@ def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | 
     aten kept, at least 2 choices) on an ``AutotuneRequest`` built from the table. When it has no
     opinion (no artifact fits, it ranks none of the candidates) Inductor's default set is used.
 
-    k: an int, or "adaptive". ``alone``: the top k without aten and with no minimum (``ours_top1`` with
+    k: an int, or "adaptive". ``alone``: the top k without aten and with no minimum (``plugin_top1`` with
     k=1: one choice, nothing benchmarked). ``package``: also the installed package's artifacts (False:
     ``artifact_dir`` alone, to compare artifact sets).
     """
@@ -165,7 +175,7 @@ def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | 
     else:
         options = UseOptions(top_k=int(k), **extra)
     use = RankingPolicy(options=options, artifact_dir=artifact_dir, package=package)
-    label = name or ("ours_adaptive" if k == ADAPTIVE else f"ours_top{k}" if alone else f"ours_k{k}")
+    label = name or ("plugin_adaptive" if k == ADAPTIVE else f"plugin_top{k}" if alone else f"plugin_k{k}")
     op_name = metadata.get("name", "mm")
 
     def select(key, features, candidates, default_set):
@@ -286,8 +296,8 @@ def _time_share(summary_row, policy: str, autotune_seconds: dict | None) -> tupl
 
 def check_bars(
     summary: pd.DataFrame,
-    fast_policy: str = "ours_adaptive",
-    quality_policy: str = "ours_k10",
+    fast_policy: str = "plugin_adaptive",
+    quality_policy: str = "plugin_k10",
     autotune_seconds: dict | None = None,
     compile_seconds: dict | None = None,
 ) -> list[Bar]:

@@ -160,7 +160,7 @@ def list_text() -> str:
 
 
 def _names(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
+    return [compile_cost.mode_name(x.strip()) for x in text.split(",") if x.strip()]
 
 
 def main(argv=None) -> int:

@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dataset", nargs="+",
                         help="main AutoHeuristic log (e.g. datasets/a100/a100_mm.txt); several logs of one device "
                              "and timing method train as one (their inputs' rows pooled)")
-    parser.add_argument("--heuristic-name", required=True, help="class name, e.g. MMRankingA100")
+    parser.add_argument("--heuristic-name", required=True, type=codegen.heuristic_name,
+                        help="class name, e.g. MMRankingA100")
     parser.add_argument("--ranking", type=int, default=10, metavar="K",
                         help="top-k size the lists are tuned and scored for")
     parser.add_argument("--data", nargs=2, action="append", default=[], metavar=("NAME", "FILE"),
@@ -188,13 +189,14 @@ def main(argv: list[str] | None = None) -> int:
                              "same name (how the shipped artifacts are regenerated)")
     parser.add_argument("--save-dot", action="store_true", help="also write the tree as Graphviz DOT")
     parser.add_argument("--holdout", default="none", choices=HOLDOUTS,
-                        help="inputs never trained on: none (default), sha1mod5 (the issue-2 protocol: bucket 0 of "
+                        help="inputs never trained on: none (default), sha1mod5 (the held-out protocol: bucket 0 of "
                              "sha1(key) %% 5) or sha1mod5:B (bucket B instead, B = 0..4)")
     parser.add_argument("--device-name", action="append", default=[], metavar="NAME",
                         help="make the artifact specific to this device name (repeatable)")
     parser.add_argument("--grid", default="default", choices=sorted(GRIDS),
                         help="grid searched by cross-validation: default (the official datasets) or sparse "
-                             "(our collections: shallower trees and a support floor per choice)")
+                             "(logs that time each input on its own sample of a wide space: shallower trees and a "
+                             "support floor per choice)")
     parser.add_argument("--alignment-features", action="store_true",
                         help="also give the tree each operand's leading-stride residue mod 8 (mat1_align, "
                              "mat2_align), for logs that hold unaligned GEMMs collected unpadded, where "

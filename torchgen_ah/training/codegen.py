@@ -9,9 +9,34 @@ same bytes.
 
 from __future__ import annotations
 
+import keyword
+import re
+
 from torchgen_ah.training.train_decision import RankingTree
 
 _INDENT = "    "
+
+
+def heuristic_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an artifact's class name (a Python identifier, not a keyword), with the
+    identifier to use instead; None when it can."""
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return None
+    fixed = re.sub(r"\W", "_", name.strip())
+    fixed = fixed if fixed and not fixed[0].isdigit() else f"_{fixed}"
+    fixed = fixed + "_" if keyword.iskeyword(fixed) else fixed
+    return (f"{name!r} is not a Python class name (letters, digits and _, not starting with a digit, not a "
+            f"keyword); the artifact is class NAME in _NAME.py: try {fixed!r}")
+
+
+def heuristic_name(text: str) -> str:
+    """``--heuristic-name``'s type: the name, or argparse's error naming what to use instead."""
+    import argparse
+
+    problem = heuristic_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _feature_lines(model: RankingTree) -> list[str]:
@@ -71,6 +96,17 @@ def _ranking_table(model: RankingTree) -> list[str]:
     return lines
 
 
+def _support_table(model: RankingTree) -> list[str]:
+    """``_SUPPORT``: per leaf, (its first choice, inputs, distinct timings, margin, spread) against the
+    default choice (``train_decision.LeafSupport``)."""
+    lines = ["_SUPPORT = {"]
+    for leaf in sorted(model.leaf_support):
+        s = model.leaf_support[leaf]
+        lines.append(f"{_INDENT}{leaf}: ({s.choice}, {s.inputs}, {s.timings}, {s.margin!r}, {s.spread!r}),")
+    lines.append("}")
+    return lines
+
+
 def _block(lines: list[str], depth: int) -> str:
     return "\n".join((_INDENT * depth + ln) if ln else "" for ln in lines)
 
@@ -83,7 +119,11 @@ def generate_artifact(model: RankingTree, heuristic_name: str, metadata: dict, *
     metadata: the training log's metadata ("name", "device_capa", "shared_memory", feature lists, and
         "timing" when its choices were timed by CUDA-graph replay: fast mode trusts such an artifact's templates).
     command: how it was generated (written in the header so a reader can regenerate it).
+    ValueError when ``heuristic_name`` is not a Python class name.
     """
+    problem = heuristic_name_problem(heuristic_name)
+    if problem:
+        raise ValueError(problem)
     spec = model.spec
     capa = tuple(int(c) for c in metadata["device_capa"])
     header = [
@@ -114,6 +154,7 @@ def _f32(value):
 
 
 {_block(_ranking_table(model), 0)}
+{_block(_support_table(model), 0)}
 
 
 class {heuristic_name}:
@@ -165,6 +206,18 @@ class {heuristic_name}:
         order = _RANKINGS[leaf]
         n = len(scores)
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
+
+    def support(self, features):
+        """The training data behind this input's leaf, against the default (aten) choice: the leaf's first
+        choice, the inputs where both were timed, their distinct timings, how much faster the first
+        choice was (margin: geomean of the default's time / its time) and how far that varies (spread;
+        None below two inputs). None when the leaf has nothing recorded."""
+        found = _SUPPORT.get(self._leaf(self._features(features)))
+        if found is None:
+            return None
+        choice, inputs, timings, margin, spread = found
+        return {{"choice": self.choices[choice], "inputs": inputs, "timings": timings, "margin": margin,
+                "spread": spread}}
 '''
     return src
 
@@ -179,6 +232,11 @@ def generate_dot(model: RankingTree, heuristic_name: str, top: int = 3) -> str:
         if t.children_left[node] < 0:
             first = [model.choices[int(c)] for c in model.leaf_rankings[node][:top]]
             label = f"leaf {node}\\nsamples={samples}\\n" + "\\n".join(first)
+            support = model.leaf_support.get(node)
+            if support is not None:
+                spread = "unknown" if support.spread is None else f"{support.spread:g}"
+                label += (f"\\nsupport: {support.inputs} inputs, {support.timings} timings, "
+                          f"margin {support.margin:g}, spread {spread}")
         else:
             label = f"{names[int(t.feature[node])]} <= {float(t.threshold[node])!r}\\nsamples={samples}"
         out.append(f'  n{node} [label="{label}"];')

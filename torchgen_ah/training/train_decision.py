@@ -44,6 +44,9 @@ class MedianTimeMatrix:
 
     times[i, c]: median of the finite positive measurements; inf when the choice was run for the input
     but never produced one (failed, inf or zero timings); nan when it was never run for the input.
+    counts[i, c]: the distinct measurements behind it (a timing logged twice, as when Inductor's autotune
+    cache answers a later run with an earlier run's times, is one measurement); spreads[i, c]: how far
+    they vary, log(max / min) (0 for one).
     """
 
     name: str
@@ -52,7 +55,8 @@ class MedianTimeMatrix:
     choices: list[str]
     times: np.ndarray  # (n_inputs, n_choices) float64
     weight: float = 1.0
-    counts: np.ndarray | None = None  # (n_inputs, n_choices) measurements behind each median
+    counts: np.ndarray | None = None  # (n_inputs, n_choices) distinct measurements behind each median
+    spreads: np.ndarray | None = None  # (n_inputs, n_choices) log(max / min) of those measurements
 
     def subset(self, mask: np.ndarray) -> "MedianTimeMatrix":
         return MedianTimeMatrix(
@@ -63,16 +67,31 @@ class MedianTimeMatrix:
             self.times[mask],
             self.weight,
             None if self.counts is None else self.counts[mask],
+            None if self.spreads is None else self.spreads[mask],
         )
 
     def aligned_times(self, choices: list[str]) -> np.ndarray:
         """times re-indexed to `choices` (nan where this dataset never ran a choice; columns of choices
         not in `choices` are dropped)."""
-        out = np.full((len(self.keys), len(choices)), np.nan)
+        return self._aligned(self.times, choices, np.nan)
+
+    def aligned_counts(self, choices: list[str]) -> np.ndarray:
+        """counts re-indexed to `choices` (0 where never measured; one per finite time of a table without
+        counts)."""
+        counts = self.counts if self.counts is not None else np.isfinite(self.times).astype(np.int64)
+        return self._aligned(counts, choices, 0)
+
+    def aligned_spreads(self, choices: list[str]) -> np.ndarray:
+        """spreads re-indexed to `choices` (0 where unknown)."""
+        spreads = self.spreads if self.spreads is not None else np.zeros(self.times.shape)
+        return self._aligned(spreads, choices, 0.0)
+
+    def _aligned(self, values: np.ndarray, choices: list[str], fill) -> np.ndarray:
+        out = np.full((len(self.keys), len(choices)), fill, dtype=values.dtype)
         pos = {c: j for j, c in enumerate(choices)}
         src = [i for i, c in enumerate(self.choices) if c in pos]
         dst = np.array([pos[self.choices[i]] for i in src], dtype=np.int64)
-        out[:, dst] = self.times[:, src]
+        out[:, dst] = values[:, src]
         return out
 
 
@@ -134,13 +153,16 @@ def median_time_matrix(frame: pd.DataFrame, feature_cols: list[str], name: str, 
     times = np.full(n_in * n_ch, np.nan)
     times[pair] = np.inf  # every attempted pair; overwritten where a good timing exists
     counts = np.zeros(n_in * n_ch, dtype=np.int64)
+    spreads = np.zeros(n_in * n_ch)
     if ok.any():
-        med = pd.Series(fb[ok]).groupby(pair[ok]).agg(["median", "size"])
-        times[med.index.to_numpy()] = med["median"].to_numpy()
-        counts[med.index.to_numpy()] = med["size"].to_numpy()
+        med = pd.Series(fb[ok]).groupby(pair[ok]).agg(["median", "nunique", "min", "max"])
+        at = med.index.to_numpy()
+        times[at] = med["median"].to_numpy()
+        counts[at] = med["nunique"].to_numpy()
+        spreads[at] = np.log(med["max"].to_numpy() / med["min"].to_numpy())
     feats = frame[feature_cols].iloc[first].reset_index(drop=True)
     return MedianTimeMatrix(name, in_keys, feats, [str(c) for c in ch_names],
-                       times.reshape(n_in, n_ch), weight, counts.reshape(n_in, n_ch))
+                       times.reshape(n_in, n_ch), weight, counts.reshape(n_in, n_ch), spreads.reshape(n_in, n_ch))
 
 
 def require_usable(table: MedianTimeMatrix, path: str, rows: int) -> MedianTimeMatrix:
@@ -213,6 +235,12 @@ class RankingTree:
     node_score: list[np.ndarray]  # per node: matching expected speed exp(-E[log regret]) in (0, 1]
     leaf_rankings: dict[int, np.ndarray] = field(default_factory=dict)  # leaf -> full ranking
     params: dict = field(default_factory=dict)
+    leaf_support: dict[int, "LeafSupport"] = field(default_factory=dict)  # leaf -> its data against the default
+
+    def support(self, features: dict) -> dict | None:
+        """What the generated artifact's ``support`` answers for one input (None: nothing recorded)."""
+        found = self.leaf_support.get(int(self.leaves(pd.DataFrame([features]))[0]))
+        return None if found is None else found.as_dict(self.choices)
 
     def leaves(self, features: pd.DataFrame) -> np.ndarray:
         return self.tree.apply(self.spec.matrix(features).astype(np.float32))
@@ -236,17 +264,57 @@ class TrainingSet:
     X: np.ndarray  # (n, n_features) float32
     times: np.ndarray  # (n, n_choices)
     weight: np.ndarray  # (n,)
+    counts: np.ndarray | None = None  # (n, n_choices) distinct measurements behind each time
+    spreads: np.ndarray | None = None  # (n, n_choices) log(max / min) of those measurements
 
 
 def stack(tables: list[MedianTimeMatrix], spec: FeatureSpec, choices: list[str]) -> TrainingSet:
-    X, T, W = [], [], []
+    X, T, W, C, S = [], [], [], [], []
     for t in tables:
         times = t.aligned_times(choices)
         keep = np.isfinite(times).any(axis=1)  # an input with no good timing teaches nothing
         X.append(spec.matrix(t.features[keep]).astype(np.float32))
         T.append(times[keep])
         W.append(np.full(int(keep.sum()), t.weight))
-    return TrainingSet(np.concatenate(X), np.concatenate(T), np.concatenate(W))
+        C.append(t.aligned_counts(choices)[keep])
+        S.append(t.aligned_spreads(choices)[keep])
+    return TrainingSet(np.concatenate(X), np.concatenate(T), np.concatenate(W), np.concatenate(C),
+                       np.concatenate(S))
+
+
+@dataclass(frozen=True)
+class LeafSupport:
+    """The data behind a leaf's first choice, against the default (aten) choice, on the training inputs
+    of the leaf where both were timed: how many inputs, how many distinct timings of the two, how much
+    faster the first choice was (``margin``: geomean of default's time / its time) and how far that varies
+    (``spread``: exp of the larger of the ratio's standard deviation across the inputs, in logs, and the
+    median log range of an input's repeated timings; None below two inputs, where it cannot be told).
+    Fast mode keeps a template on a leaf's word only where these back it (``ah_plugin.ranking.supported``)."""
+
+    choice: int
+    inputs: int
+    timings: int
+    margin: float
+    spread: float | None
+
+    def as_dict(self, choices: list[str]) -> dict:
+        return {"choice": choices[self.choice], "inputs": self.inputs, "timings": self.timings,
+                "margin": self.margin, "spread": self.spread}
+
+
+def leaf_support(ts: TrainingSet, rows: np.ndarray, top: int, default: int) -> LeafSupport:
+    """``LeafSupport`` of choice ``top`` on the training inputs ``rows`` (indices into ``ts``)."""
+    times = ts.times[rows][:, [top, default]]
+    both = np.isfinite(times).all(axis=1)
+    ratios = np.log(times[both, 1] / times[both, 0])
+    counts = ts.counts[rows][both][:, [top, default]] if ts.counts is not None else np.ones((int(both.sum()), 2))
+    inputs = int(both.sum())
+    margin = float(np.exp(ratios.mean())) if inputs else 1.0
+    spread = None
+    if inputs >= 2:
+        within = ts.spreads[rows][both][:, [top, default]].max(axis=1) if ts.spreads is not None else np.zeros(inputs)
+        spread = round(float(np.exp(max(float(ratios.std(ddof=1)), float(np.median(within))))), 4)
+    return LeafSupport(int(top), inputs, int(counts.sum()), round(margin, 4), spread)
 
 
 def log_regret(times: np.ndarray) -> np.ndarray:
@@ -318,6 +386,10 @@ def fit_ranking_tree(ts: TrainingSet, spec: FeatureSpec, choices: list[str], *, 
         node_score.append(score)
 
     model = RankingTree(tree, spec, list(choices), node_order, node_score,
+                        leaf_support={node: leaf_support(ts, np.nonzero(leaf_of == node)[0], int(node_order[node][0]),
+                                                         choices.index(default))
+                                      for node in np.nonzero(is_leaf)[0] if len(node_order[node])
+                                      and default in choices},
                         params=dict(max_depth=max_depth, min_samples_leaf=min_samples_leaf,
                                     criterion=criterion, near_best=near_best, prior_weight=prior_weight,
                                     prior_log_regret=prior_log_regret, balance=balance,

@@ -18,6 +18,7 @@ import os
 import sys
 
 from ah_plugin import command_line
+from torchgen_ah.training import codegen
 from torchgen_ah.training import train_decision as td
 from torchgen_ah.training.estimator import RankingTrainer
 from torchgen_ah.data.ah_log import feature_columns, read_log
@@ -90,7 +91,8 @@ def train_from_log(paths, *, heuristic_name: str, out_dir: str, device_names=(),
 def main(argv=None) -> int:
     parser = command_line.parser("python -m torchgen_ah.train_generic", __doc__.split("\n")[0])
     parser.add_argument("logs", nargs="+", help="AutoHeuristic logs of one op on one device")
-    parser.add_argument("--heuristic-name", required=True, help="class and file name of the artifact")
+    parser.add_argument("--heuristic-name", required=True, type=codegen.heuristic_name,
+                        help="class and file name of the artifact (a Python class name)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="folder to write _NAME.py into (default: the current folder; the installed "
                              f"package's artifact folder is refused unless {INTO_PACKAGE} is given)")

@@ -89,7 +89,10 @@ class _Wrapped:
 
 
 def with_plan(choices, plan: Plan):
-    """Make ``plan`` active while each of ``choices`` is benchmarked (the same list back)."""
+    """Make ``plan`` active while each of ``choices`` is benchmarked (the same list back). A plan with
+    limits (the results cache tuning a miss) also keys each candidate in Inductor's autotune cache by them
+    (``limits_key``): Inductor then answers such an autotuning only with timings taken under the same
+    limits, never with those an earlier run took otherwise (a collection run's, default max-autotune's)."""
     install()
     for choice in choices:
         original = getattr(choice.benchmark, "_ah_plugin_unplanned", choice.benchmark)
@@ -103,7 +106,20 @@ def with_plan(choices, plan: Plan):
 
         benchmark._ah_plugin_unplanned = original
         choice.benchmark = benchmark
+        if plan.limits is not None:
+            unkeyed = getattr(choice.hash_key, "_ah_plugin_unkeyed", choice.hash_key)
+
+            def hash_key(_unkeyed=unkeyed, _suffix=limits_key(plan.limits)):
+                return f"{_unkeyed()}-{_suffix}"
+
+            hash_key._ah_plugin_unkeyed = unkeyed
+            choice.hash_key = hash_key
     return choices
+
+
+def limits_key(limits: dict) -> str:
+    """The part of a candidate's key in Inductor's autotune cache that names the limits it was timed under."""
+    return "ah_tunable_limits:" + ",".join(f"{name}={limits[name]}" for name in sorted(limits))
 
 
 def install() -> None:

@@ -48,10 +48,11 @@ def _load_class(path: str, name: str):
 
 
 def fast_outcome(ranked: list[tuple[str, float]], times: dict[str, float], margin: float,
-                 confidence: float = math.inf) -> tuple[str, float]:
+                 confidence: float = math.inf, support: dict | None = None) -> tuple[str, float]:
     """(what fast mode keeps, the time it ends with) for one input, from its measured ``times``;
-    ``confidence``: the share at which a template is kept alone (``AH_PLUGIN_CONFIDENCE``; never by default)."""
-    kept = ranking.choose_fast(ranked, list(times), confidence, trust_templates=True)
+    ``confidence``: the share at which a template is kept alone (``AH_PLUGIN_CONFIDENCE``; never by default),
+    where the leaf's training data (``support``) back it."""
+    kept = ranking.choose_fast(ranked, list(times), confidence, trust_templates=True, support=support)
     if len(kept) == 1:
         return ("aten" if ranking.is_aten_choice(kept[0]) else "template alone"), times[kept[0]]
     timed = {c: times[c] for c in kept}
@@ -87,7 +88,8 @@ def evaluate(log_paths: list[str], alignment: bool, margin: float, grid: str = "
                 if ATEN not in times:
                     log(f"fold {fold}: {describe(features)} left out: no {ATEN} time to compare with")
                     continue
-                kept, time = fast_outcome(artifact.rank(features), times, margin, confidence)
+                kept, time = fast_outcome(artifact.rank(features), times, margin, confidence,
+                                          artifact.support(features))
                 rows.append({"fold": fold, "input": describe(features), "kept": kept, "us": time * 1000,
                              "cublas_us": times[ATEN] * 1000, "best_us": min(times.values()) * 1000})
             log(f"fold {fold}: {int(held.sum())} inputs held out")
@@ -100,7 +102,8 @@ def markdown(rows: list[dict], command: str, confidence: float = math.inf) -> st
     oracle = [min(r["cublas_us"], r["best_us"]) / r["cublas_us"] for r in rows]
     kinds = {k: sum(r["kept"] == k for r in rows) for k in sorted({r["kept"] for r in rows})}
     how = ("each top template timed against aten" if math.isinf(confidence) else
-           f"a top template kept alone at a share of {confidence:g} or more, else timed against aten")
+           f"a top template kept alone at a share of {confidence:g} or more where its leaf's training data back "
+           "it, else timed against aten")
     lines = [f"Command: `{command}`", "",
              f"{len(rows)} inputs, each held out once (5 folds by input); {how}. Fast mode's result over "
              "cuBLAS's time: "

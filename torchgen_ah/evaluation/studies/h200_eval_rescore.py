@@ -38,14 +38,14 @@ from torchgen_ah.mm import train_decision_mm as mm
 from torchgen_ah.training.ranker_scoring import paired_ratio_interval
 from torchgen_ah.training.train_decision import SPARSE_GRID
 
-POLICIES = (("ours_k10", 10, False), ("ours_adaptive", "adaptive", False), ("ours_k1", 1, False),
-            ("ours_top1", 1, True))
+POLICIES = (("plugin_k10", 10, False), ("plugin_adaptive", "adaptive", False), ("plugin_k1", 1, False),
+            ("plugin_top1", 1, True))
 #: the evaluation's "Fast" bar (docs/evaluate.md): adaptive k may be at most this much slower than default's
 #: pick on any input
 WORST_BAR = 1.10
 PACKAGED, H200 = f"packaged without {hq.H200_NAME}", f"{hq.H200_NAME} (all H200 data)"
 #: the policies whose geomean must not get worse (resolved, by the paired interval) for MMRankingH200 to ship
-GUARDED = ("ours_k10", "ours_adaptive")
+GUARDED = ("plugin_k10", "plugin_adaptive")
 
 
 def train_all(data_dir: str, out_dir: str) -> tuple[str, str, set[str]]:
@@ -220,7 +220,7 @@ def run(run_dir: str, data_dir: str, shapes_path: str = DEFAULT_SHAPES,
         f"input of `{hq.rel(data_dir)}` with `{train_cmd}`. Two artifact folders, each read alone by the "
         f"plugin's artifact chooser for this device: the packaged artifacts without {hq.H200_NAME} (on an "
         f"H200, what ran before it shipped), and the same plus this {hq.H200_NAME}. Policies as `torchgen_ah.evaluate` "
-        "runs them (USE policy: top k, or adaptive k, plus aten; `ours_top1`: one choice, nothing "
+        "runs them (USE policy: top k, or adaptive k, plus aten; `plugin_top1`: one choice, nothing "
         "benchmarked). Regret = time of the kernel the policy ends with / time of default max-autotune's "
         "pick.", "",
         *[f"- {r}: {a}" for r, a in artifacts.items()], "",
