@@ -21,6 +21,8 @@ _SCORES = {
     1: (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
     2: (1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
+_SUPPORT = {
+}
 
 
 class FlexAttentionBackwardH200:
@@ -108,3 +110,15 @@ class FlexAttentionBackwardH200:
         order = _RANKINGS[leaf]
         n = len(scores)
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
+
+    def support(self, features):
+        """The training data behind this input's leaf, against the default (aten) choice: the leaf's first
+        choice, the inputs where both were timed, their distinct timings, how much faster the first
+        choice was (margin: geomean of the default's time / its time) and how far that varies (spread;
+        None below two inputs). None when the leaf has nothing recorded."""
+        found = _SUPPORT.get(self._leaf(self._features(features)))
+        if found is None:
+            return None
+        choice, inputs, timings, margin, spread = found
+        return {"choice": self.choices[choice], "inputs": inputs, "timings": timings, "margin": margin,
+                "spread": spread}

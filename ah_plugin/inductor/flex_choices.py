@@ -17,7 +17,7 @@ import torch
 from torch._inductor import config as inductor_config
 
 from .. import artifact_loader, flex_ranking, registry
-from ..ranking import lone_template_share
+from ..ranking import lone_template_share, supported
 from .patches import flex_lowering
 from .requests import device_metadata
 
@@ -83,8 +83,10 @@ def _ranking(op: str, call, metadata: dict, current) -> tuple[list[str] | None, 
     ranking = artifact.rank(features)
     if not ranking:
         return None, False, f"{artifact.name} makes no decision for this call"
-    share = ranking[0][1]
-    sure = share >= lone_template_share(current.confidence, cpu=False)
+    top, share = ranking[0]
+    # sure only where the leaf's training data back the first config (as for GEMMs: enough inputs and timings,
+    # a margin over the trainer's default larger than the spread) and its share reaches the confidence
+    sure = share >= lone_template_share(current.confidence, cpu=False) and supported(artifact.support(features), top)
     return [cid for cid, _ in ranking], sure, f"{artifact.name} ranks it (first at {share:.2f})"
 
 
