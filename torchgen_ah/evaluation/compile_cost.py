@@ -79,9 +79,10 @@ NOT_SIDE_BY_SIDE = ("cache_record", "replay_all")
 TIMED_OUT = 124  # a mode's exit code when its process ran past its time limit (as coreutils' timeout says it)
 
 # Our modes act on mm (which in use mode covers addmm, bmm and baddbmm: linear layers with a bias are
-# ranked with the mm artifact) and on convolution (a ViT's patch embedding; fast mode keeps aten where no
-# artifact ranks an op); torch's built-in AutoHeuristic acts on mm only.
-OURS_USE = "mm,convolution"
+# ranked with the mm artifact), on convolution (a ViT's patch embedding; fast mode keeps aten where no
+# artifact ranks an op) and on FlexAttention's kernels (ranked before code generation; off's config where no
+# artifact covers the device); torch's built-in AutoHeuristic acts on mm only.
+OURS_USE = "mm,convolution,flex_attention,flex_decoding,flex_attention_backward"
 _PLUGIN_VARS = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE")
 _KEPT_PLUGIN_VARS = ("AH_PLUGIN_VERBOSE",)  # says more, changes nothing a mode measures
 
