@@ -15,12 +15,16 @@ Compatibility with torch's built-in AutoHeuristic (and the official A100/H100 da
   keys), so a persistent-TMA config never collides with the classic template's.
 * subgraph templates: ``subgraph_<name>`` plus their kwargs (``subgraph_decompose_k_k_split=32``).
 * the CPU C++ GEMM template: ``cpp_<micro gemm>_bm4_bn16_bk1`` (register blocking).
+* FlexAttention configs: ``flex_BLOCK-M=.._BLOCK-N=.._numstages=.._numwarps=..`` (``flexdecode_``,
+  ``flexbwd_``: ``flex_ranking.config_id``), the same before code generation and after it.
 
 ``unique_ids`` makes the ids of one autotuning unique deterministically (``#2``, ``#3`` ... in
 Inductor's order) for the rare templates whose config does not distinguish them.
 """
 
 from __future__ import annotations
+
+from . import flex_ranking
 
 # Config keys that distinguish Triton candidates; other kwargs (EVEN_K, ACC_TYPE, ALLOW_TF32, ...)
 # are derived from the input and equal for every candidate of one autotuning.
@@ -74,6 +78,8 @@ def choice_id(kind: str, name: str, params: dict | None = None) -> str:
             return triton_id(name, params)
         extras = "_".join(f"{k}={_fmt(v)}" for k, v in sorted(params.items()))
         return f"type=triton-{name}" + (f"_{extras}" if extras else "")
+    if kind == "flex":
+        return flex_ranking.config_id(name, params)
     if kind == "cpp":
         blocking = params.get("register_blocking")
         if blocking is not None and len(blocking) == 3:

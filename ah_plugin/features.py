@@ -9,6 +9,8 @@ builds these from Inductor's nodes; everything here is pure Python.
 * ``addmm``: the mm columns for (mat1, mat2) plus the bias's strides (``bias_stride_0/1``; 0 marks a
   broadcast bias); ``mm_view`` gives back the mm part, for ranking addmm with an mm artifact.
 * ``bmm``: the mm columns for the per-batch matrices plus ``b`` (batch) and the batch strides.
+* ``flex_attention``, ``flex_decoding``, ``flex_attention_backward``: batch, heads, sequence lengths, head
+  dims and dtype of the query, key and value (``flex_ranking.flex_features``).
 * anything else (``packed_linear`` on the CPU, ...): generic columns per input ``i``:
   ``in<i>_size_<d>``, ``in<i>_stride_<d>`` (numerical) and ``in<i>_dtype`` (categorical).
 
@@ -20,6 +22,7 @@ metadata line, which keeps upstream's keys).
 
 from __future__ import annotations
 
+from . import flex_ranking
 from .replay_timing import METHOD_REPLAY
 
 MM_LIKE_OPS = ("mm", "addmm", "bmm")
@@ -93,6 +96,8 @@ def op_features(op_name: str, tensors: list[dict], tf32_enabled: bool = False):
         for i, st in enumerate(stride):
             out[f"bias_stride_{i}"] = int(st)
             num.append(f"bias_stride_{i}")
+    elif flex_ranking.is_flex_op(op_name) and flex_ranking.is_flex_call(tensors):
+        return flex_ranking.flex_features(tensors)
     elif op_name == "bmm" and len(tensors) == 2 and _all_rank(tensors, 3):
         mat1, mat2 = tensors
         out["b"] = int(mat1["size"][0])

@@ -55,7 +55,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-from ah_plugin import artifact_loader, decision_words, features, l2_residency, messages
+from ah_plugin import artifact_loader, decision_words, features, flex_ranking, l2_residency, messages
 from ah_plugin.choice_ids import PADDED_CHOICE_ID
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
@@ -434,6 +434,8 @@ class RankingPolicy:
     def select(self, request: AutotuneRequest) -> list[str] | None:
         if not self.options.enabled or (self.ops is not None and request.op_name not in self.ops):
             return None
+        if flex_ranking.is_flex_op(request.op_name):
+            return None  # decided before code generation (ah_plugin.inductor.flex_choices): kept as chosen there
         if len(request.candidates) < 2:
             return None  # nothing to choose from (a CPU mm without freezing): no ranking, no fallback said
         keep = self._ranked(request)

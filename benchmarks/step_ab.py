@@ -42,6 +42,8 @@ import statistics
 import sys
 import time
 
+from torchgen_ah.evaluation import one_process
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "benchmarks", "RESULTS.md")
 VARIANTS = ("off", "fast", "fast_no_l2", "aten_gemm", "off_plugin", "off_again")
@@ -85,11 +87,9 @@ def variant_scope(ah_plugin, variant: str):
     return ah_plugin.enabled(use=["mm"]) if variant in ("fast", "off_plugin") else contextlib.nullcontext()
 
 
-# Inductor options that change nothing when set to their current value: a copy's options carry some, so
-# that Dynamo, which reuses a graph compiled for a backend comparing equal, compiles each copy afresh
-_NEUTRAL_KEYS = ("trace.enabled", "verbose_progress", "debug_index_asserts", "comment_origin",
-                 "profiler_mark_wrapper_call")
-MAX_COPIES = len(_NEUTRAL_KEYS) + 1
+# a copy's options carry neutral keys (``one_process.NEUTRAL_KEYS``), so that Dynamo, which reuses a graph
+# compiled for a backend comparing equal, compiles each copy afresh
+MAX_COPIES = len(one_process.NEUTRAL_KEYS) + 1
 
 
 def variant_compile_args(variant: str, cuda: bool) -> dict:
@@ -123,7 +123,7 @@ def compile_variant(torch, model, variant: str, cuda: bool, copy: int = 0):
 
         mode = args.get("mode")
         options = dict(args.get("options") or (compile_tools.mode_options(mode) if mode else {}))
-        options.update(compile_tools.option_values(*_NEUTRAL_KEYS[:copy]))
+        options.update(one_process.neutral_options(copy))
         args = {"options": options}
     dynamic = {"dynamic": False} if variant == "off_again" else {}  # a backend unequal to off's
     return torch.compile(model, **args, **dynamic)
@@ -132,36 +132,6 @@ def compile_variant(torch, model, variant: str, cuda: bool, copy: int = 0):
 def labels(variants: list[str], copies: int) -> list[tuple[str, str, int]]:
     """(label, variant, copy) in compile order: every variant once, then every variant again, ..."""
     return [(v if c == 0 else f"{v}#{c + 1}", v, c) for c in range(copies) for v in variants]
-
-
-def recompiled(graphs_before: int, during: str) -> bool:
-    """True (and says so) when Dynamo compiled a graph since ``graphs_before``: a variant called outside
-    its plugin scope would then run code compiled without it."""
-    from ah_plugin.inductor import compile_tools
-
-    if compile_tools.dynamo_graph_count() == graphs_before:
-        return False
-    print(f"step_ab: a variant recompiled during {during} (outside its plugin scope); the step times would "
-          "not be the variants'", file=sys.stderr)
-    return True
-
-
-def interleaved_windows(step_fns: dict, windows: int, sync, per_window: int) -> dict:
-    """{variant: [seconds per step of each window]}: rounds of one window (``per_window`` steps) per
-    variant, order rotating."""
-    names = list(step_fns)
-    out = {n: [] for n in names}
-    for r in range(windows):
-        order = names[r % len(names):] + names[: r % len(names)]
-        for name in order:
-            fn = step_fns[name]
-            sync()
-            start = time.perf_counter()
-            for _ in range(per_window):
-                fn()
-            sync()
-            out[name].append((time.perf_counter() - start) / per_window)
-    return out
 
 
 def markdown(model: str, rows: list[dict], device: str, command: str, torch_version: str, per_window: int) -> str:
@@ -216,7 +186,6 @@ def main(argv=None) -> int:
                         "written (default: benchmarks/RESULTS.md)")
     parser.add_argument("--no-write", action="store_true", help="do not write a results section")
     args = parser.parse_args(argv)
-    sys.path.insert(0, REPO)
     try:
         variants = parse_variants(args.variants)
         if args.windows < 1:
@@ -289,7 +258,7 @@ def main(argv=None) -> int:
             graphs = compile_tools.dynamo_graph_count()
             steps[label] = lambda c=compiled: c(*inputs)
             per_step[label] = warm_up(steps[label], sync)
-            if recompiled(graphs, f"{label}'s warm-up"):
+            if one_process.recompiled(graphs, f"{label}'s warm-up", "step_ab"):
                 return 1
             rows.append({"variant": label, "base": variant, "copy": copy + 1, "compile_seconds": seconds,
                          "max_rel_err": err, "plugin": state,
@@ -297,8 +266,8 @@ def main(argv=None) -> int:
             print(json.dumps(rows[-1]), flush=True)
         graphs = compile_tools.dynamo_graph_count()
         per_window = steps_per_window(min(per_step.values()))
-        windows = interleaved_windows(steps, args.windows, sync, per_window)
-        if recompiled(graphs, "the timed windows"):
+        windows = one_process.interleaved_windows(steps, args.windows, sync, per_window)
+        if one_process.recompiled(graphs, "the timed windows", "step_ab"):
             return 1
     for r in rows:
         r["step_ms"] = statistics.median(windows[r["variant"]]) * 1000

@@ -5,28 +5,38 @@
 #   PART=a bash gpu_jobs/zoo.sh        vision: resnet50_cl, mobilenetv3_cl, convnext_cl, vit_small, swin_tiny and
 #                                      the CNN and ViT training steps
 #   PART=b bash gpu_jobs/zoo.sh        language: llama_serving, llama_decode/prefill, qwen2_decode/prefill, gpt2,
-#                                      bert, t5, mixtral_moe and the decoder training step
+#                                      bert, t5 and the decoder training step
+#   PART=kv_sdpa, PART=kv_flex         decoding with a static KV cache (the gpt-fast-style Llama, SDPA or
+#                                      FlexAttention) at batch 1, 8, 32 and contexts 512, 2048: six models each
+#   PART=c bash gpu_jobs/zoo.sh        the ops users turn max-autotune on for: FlexAttention prefill (sliding
+#                                      window, packed documents), the fp8 decoder at decode and prefill, the
+#                                      mixture of experts; MODES off,fast,quality,off_again by default
 #   PART=rest bash gpu_jobs/zoo.sh     every zoo model not yet measured in the results files DONE names
-#                                      (comma-separated paths in this tree, e.g. the a and b runs' results.jsonl
-#                                      copied under benchmarks/runs/zoo/): what a part's time budget cut
+#                                      (comma-separated paths in this tree, e.g. the parts' results.jsonl
+#                                      copied under benchmarks/runs/zoo_h200/): what a part's time budget cut
 #   PART=quality bash gpu_jobs/zoo.sh  quality mode on the decoders and the encoder (llama_decode, qwen2_decode,
 #                                      gpt2, bert, llama_prefill) with MODES off,quality,off_again by default,
 #                                      its report against quality mode's bars (--report quality, section
 #                                      zoo_quality); add quality_frozen,off_frozen to MODES to price freezing
 #   PART=profile bash gpu_jobs/zoo.sh  the step profile (kernels by group, roofline) of the decoders and
 #                                      encoders under max-autotune off, one process (about 2-3 minutes)
-# MODES (off,fast,off_again) for the zoo parts; quality mode where time is left, beside off in the same call,
-# e.g. PART=rest DONE= MODELS=resnet50_cl,llama_decode MODES=off,fast,quality,off_again;
+# MODES (off,fast,off_again) for the zoo parts, e.g. PART=rest DONE= MODELS=fp8_decode
+# MODES=off,fast,quality,default,off_again (default where time is left: its compile takes minutes);
 # MODELS= overrides a part's list; ZOO_S (555) is the zoo step's limit in seconds, the zoo's own budget
-# 45 s less, so its report is written before the step is stopped.
-# Cost per process (one (model, mode) in a fresh process with fresh caches), estimated for the H200 machine:
-# 6-8 s of start-up (Python, torch, CUDA, timm or transformers), the compile (max-autotune off 5-15 s for
-# these few-layer models, fast mode within 1.3x of that), 2-5 s of step timing (1 s warm-up and 20 windows
-# per batch size; the serving pattern times 8 sizes, about 12 s) and an eager check under a second: 15-30 s,
-# 45 s for a training step or the serving pattern. A part of 7-10 models x 3 modes fits 8.5 minutes only at
-# about 20 s a process; the zoo starts a model only while its budget holds all the model's processes (each
-# at 30 s before the first, then at 1.2x the model's longest), cuts whole models, names them in its report,
-# and PART=rest with DONE set to the earlier results files runs exactly those.
+# 45 s less, so its report is written before the step is stopped. STEPS (one_process) is the zoo's --steps:
+# each model's steps are judged in one more process that compiles every mode (each in its own plugin scope)
+# and times them with interleaved windows; the modes' own fresh processes then measure compile only.
+# STEPS=fresh times steps in the modes' own processes instead (as the zoo's runs before one-process judging).
+# Cost, estimated for the H200 machine: a mode's fresh process (one (model, mode), fresh caches) 6-8 s of
+# start-up (Python, torch, CUDA, timm or transformers), the compile (max-autotune off 5-15 s for these
+# few-layer models, fast mode within 1.3x of that) and an eager check: 15-25 s. The one-process judging
+# compiles every mode once more in one process, warms each up for a second per batch size and times 20
+# rounds of one window (at least 20 ms) per mode: about a fresh process per mode, 45-80 s for three modes,
+# several minutes for the serving pattern's 8 batch sizes or with default. So a model with three modes takes
+# about 100 s and a part of 6-10 models needs two calls: the zoo starts a model only while its budget holds
+# all the model's processes (each at 30 s before the first, then at 1.2x the model's longest, the one
+# process at that times its modes), cuts whole models, names them in its report, and PART=rest with DONE set
+# to the earlier results files runs exactly those.
 # Join the parts' results with: python -m torchgen_ah.evaluation.zoo --combine A.jsonl,B.jsonl,... --results
 # benchmarks/RESULTS.md (and step_profile --results for the profile).
 set -u
@@ -36,18 +46,29 @@ export AH_BATCH_NAME=zoo_$PART
 ZOO_S=${ZOO_S:-555}
 Q_MODELS=llama_decode,qwen2_decode,gpt2,bert,llama_prefill
 if [ "$PART" = quality ]; then MODES=${MODES:-off,quality,off_again}; fi
+if [ "$PART" = c ]; then MODES=${MODES:-off,fast,quality,off_again}; fi
 MODES=${MODES:-off,fast,off_again}
 A_MODELS=resnet50_cl,mobilenetv3_cl,convnext_cl,vit_small,swin_tiny,resnet50_cl_train,vit_small_train
-B_MODELS=llama_serving,llama_decode,llama_prefill,qwen2_decode,qwen2_prefill,gpt2,bert,t5,mixtral_moe,llama_train
+B_MODELS=llama_serving,llama_decode,llama_prefill,qwen2_decode,qwen2_prefill,gpt2,bert,t5,llama_train
+kv_models() {  # kv_models ATTENTION: the six static-cache decoding entries of one attention
+  local out=""
+  for batch in 1 8 32; do for context in 512 2048; do out="$out,kv_decode_$1_b${batch}_c$context"; done; done
+  echo "${out#,}"
+}
+C_MODELS=flex_prefill_sliding,flex_prefill_document,fp8_decode,fp8_prefill,mixtral_moe
+ALL_MODELS=$A_MODELS,$B_MODELS,$(kv_models sdpa),$(kv_models flex),$C_MODELS
 ZOO_MIN=$(python3 -c "print(round(max($ZOO_S - 45, 60) / 60, 2))")
 zoo_step() {  # zoo_step MODELS [EXTRA ARGUMENTS]
-  echo "zoo:$ZOO_S:python3 -m torchgen_ah.evaluation.zoo --models $1 --modes $MODES --max-minutes $ZOO_MIN --run-timeout ${RUN_TIMEOUT:-150} --out \$OUT/zoo --results \$OUT/RESULTS.md ${2:-}; rm -rf \$OUT/zoo/*/rep*/caches_*"
+  echo "zoo:$ZOO_S:python3 -m torchgen_ah.evaluation.zoo --models $1 --modes $MODES --steps ${STEPS:-one_process} --max-minutes $ZOO_MIN --run-timeout ${RUN_TIMEOUT:-150} --out \$OUT/zoo --results \$OUT/RESULTS.md ${2:-}; rm -rf \$OUT/zoo/*/rep*/caches_*"
 }
 case "$PART" in
   a) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$A_MODELS}")" ;;
   b) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$B_MODELS}")" ;;
+  kv_sdpa) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$(kv_models sdpa)}")" ;;
+  kv_flex) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$(kv_models flex)}")" ;;
+  c) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$C_MODELS}")" ;;
   quality) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$Q_MODELS}" "--report quality")" ;;
-  rest) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$A_MODELS,$B_MODELS}" "${DONE:+--skip-done $DONE}")" ;;
+  rest) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$ALL_MODELS}" "${DONE:+--skip-done $DONE}")" ;;
   profile) bash gpu_jobs/run_batch.sh "profile:${PROFILE_S:-300}:python3 -m torchgen_ah.evaluation.studies.step_profile ${MODELS:+--models $MODELS} --steps ${STEPS:-10} --max-minutes $(python3 -c "print(round(max(${PROFILE_S:-300} - 90, 60) / 60, 2))") --out \$OUT/profile --results \$OUT/RESULTS.md; rm -rf \$OUT/profile/caches_*" ;;
-  *) echo "zoo.sh: PART=$PART: use a, b, rest, quality or profile" >&2; exit 2 ;;
+  *) echo "zoo.sh: PART=$PART: use a, b, kv_sdpa, kv_flex, c, rest, quality or profile" >&2; exit 2 ;;
 esac

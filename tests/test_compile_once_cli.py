@@ -8,7 +8,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "benchmarks", "compile_once.py")
-SAVED = os.path.join(REPO, "benchmarks", "runs", "fast_h200_models", "compile_once_4_templates.jsonl")
+SAVED = os.path.join(REPO, "tests", "data", "compile_once_4_templates.jsonl")
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
 import compile_once  # noqa: E402

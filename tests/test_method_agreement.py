@@ -18,7 +18,8 @@ from mm_log_meta import MM_LOG_METADATA
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED_REPLAY = os.path.join(ROOT, "datasets", "h200_replay", "h200_replay_mm.txt.gz")
-COMMITTED_PER_CALL = os.path.join(ROOT, "benchmarks", "runs", "quality_h200", "percall_mm.txt.gz")
+# the H200 quality run's per-call log of the same inputs (tests/data/README.md)
+COMMITTED_PER_CALL = os.path.join(ROOT, "tests", "data", "percall_mm.txt.gz")
 
 REPLAY_META = {**MM_LOG_METADATA, "timing": "cudagraph_replay"}
 BLOCKS = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "num_stages": 3, "num_warps": 4}
@@ -181,7 +182,7 @@ def test_missing_log_names_the_file(logs, tmp_path, capsys):
 
 @pytest.mark.skipif(not (os.path.exists(COMMITTED_REPLAY) and os.path.exists(COMMITTED_PER_CALL)),
                     reason="the committed H200 logs (datasets/h200_replay/h200_replay_mm.txt.gz, "
-                           "benchmarks/runs/quality_h200/percall_mm.txt.gz) are not in this checkout")
+                           "tests/data/percall_mm.txt.gz) are not in this checkout")
 def test_committed_h200_logs():
     keys = []
     for path in (COMMITTED_REPLAY, COMMITTED_PER_CALL):

@@ -1,5 +1,6 @@
-"""torchgen_ah.evaluation.studies.pad_decision on the committed H200 files (padding timings and the unaligned replay
-log, the packaged ranking): fast mode's padding opinion scored against the pad_mm pass's own rule."""
+"""torchgen_ah.evaluation.studies.pad_decision on the committed H200 files (padding timings, a copy in
+tests/data, and the unaligned replay log, the packaged ranking): fast mode's padding opinion scored against
+the pad_mm pass's own rule."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from torchgen_ah.evaluation.studies import pad_decision
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMINGS = ROOT / "benchmarks" / "runs" / "fast_h200_models" / "family_timings_unaligned.json"
+TIMINGS = ROOT / "tests" / "data" / "family_timings_unaligned.json"
 LOG = ROOT / "datasets" / "h200_replay" / "h200_replay_unaligned_mm.txt.gz"
 
 

@@ -8,7 +8,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "benchmarks", "process_state.py")
-COMMITTED = os.path.join(REPO, "benchmarks", "runs", "fast_h200_models", "process_state_llama_decode.json")
+COMMITTED = os.path.join(REPO, "tests", "data", "process_state_llama_decode.json")
 
 
 def run(*args, env=None):

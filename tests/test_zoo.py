@@ -149,40 +149,57 @@ def test_tiny_entries_build_with_torch_alone():
 
 
 @pytest.mark.slow
-def test_zoo_on_the_cpu_counts_every_compile_of_a_served_model_and_skips_a_model_it_cannot_build(tmp_path,
-                                                                                                monkeypatch):
-    """Real processes, real Inductor compiles: the tiny model called at batch 4, 1, 2, 8 compiles three
-    times in each mode (a static graph, the batch-1 specialization, the dynamic graph) and not again while
-    timed; compile = the sum of those calls. A timm model, where timm is missing, is a named skipped row
-    and gets no second process."""
+def test_zoo_on_the_cpu_counts_every_compile_judges_steps_in_one_process_and_skips_a_model_it_cannot_build(
+        tmp_path, monkeypatch):
+    """Real processes, real Inductor compiles (``--steps both``): the tiny model called at batch 4, 1, 2, 8
+    compiles three times in each mode's own process (a static graph, the batch-1 specialization, the dynamic
+    graph) and not again while timed; compile = the sum of those calls. The one process judging the steps
+    compiles each mode once more, the same three graphs and the same code as its own process, and times
+    them in interleaved windows at every batch size; the report takes its steps from there. The tiny fp8
+    decoder with a static KV cache compiles and decodes too. A timm model, where timm is missing, is a named
+    skipped row and gets no second process."""
     from torchgen_ah.evaluation.result_check import WRONG_ABOVE
+    from torchgen_ah.evaluation.zoo_one_process import ONE_PROCESS
 
     # on a 2-core machine Inductor's pool of compile processes costs more than it saves, and its idle
     # workers slow the steps timed beside them (a tiny dynamic graph: 36 ms a call instead of 0.05)
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
     timm_missing = importlib.util.find_spec("timm") is None
-    models = ("resnet50_cl," if timm_missing else "") + "tiny_serving"
+    models = ("resnet50_cl," if timm_missing else "") + "tiny_serving,tiny_fp8_decode"
     out = tmp_path / "zoo"
-    assert zoo.main(["--out", str(out), "--models", models, "--modes", "off,fast", "--device", "cpu",
-                     "--windows", "3", "--warm-up", "0.05", "--max-minutes", "5", "--min-start", "5"]) == 0
+    assert zoo.main(["--out", str(out), "--models", models, "--modes", "off,fast,off_again", "--device", "cpu",
+                     "--steps", "both", "--windows", "3", "--warm-up", "0.05", "--max-minutes", "12",
+                     "--min-start", "5"]) == 0
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     serving = {r["mode"]: r for r in rows if r["model"] == "tiny_serving"}
-    assert set(serving) == {"off", "fast"}
-    for r in serving.values():
+    assert set(serving) == {"off", "fast", "off_again", ONE_PROCESS}
+    judged = serving.pop(ONE_PROCESS)
+    for mode, r in serving.items():
         assert r["kind"] == "serving" and len(r["compile_calls"]) == 3 and r["dynamo_graphs"] == 3
         assert r["inductor_graphs"] == 3 and r["compiled_while_timed"] == 0
         assert r["compile_seconds"] == pytest.approx(sum(r["compile_calls"]), abs=0.01) and r["compile_seconds"] > 0
         assert list(r["step_ms_by_batch"]) == ["4", "1", "2", "8"] and r["step_ms"] > 0
         assert r["result_error"] <= WRONG_ABOVE and r["unchecked"] == 0
         assert r["code"] and r["code_summary"]["templates"] == 0
+        mine = judged["steps"][mode]
+        # compiled afresh in the shared process: the graphs and the code of the mode's own process
+        assert len(mine["compile_calls"]) == 3 and mine["code"] == r["code"], mode
+        assert mine["result_error"] <= WRONG_ABOVE and mine["plugin"]["use"] == r["plugin"]["use"]
+        assert [len(judged["windows_ms"][b][mode]) for b in ("4", "1", "2", "8")] == [3] * 4
+    assert judged["modes"] == ["off", "fast", "off_again"] and judged["steps"]["fast"]["step_ms"] > 0
     assert serving["fast"]["plugin"]["use"] == ["convolution", "mm"] and serving["off"]["plugin"]["use"] == []
     assert serving["fast"]["use_stats"] is not None and serving["off"]["use_stats"] is None
+    fp8 = {r["mode"]: r for r in rows if r["model"] == "tiny_fp8_decode"}
+    assert set(fp8) == {"off", "fast", "off_again", ONE_PROCESS} and all("failed" not in r for r in fp8.values())
+    assert all(r["result_error"] <= WRONG_ABOVE for mode, r in fp8.items() if mode != ONE_PROCESS)
     text = (out / "zoo.md").read_text()
-    assert "| tiny_serving | serving (3 compiles) |" in text
-    assert "tiny_serving, step per batch size" in text
+    line = text.split("| tiny_serving |")[1].splitlines()[0]
+    assert line.startswith(" serving (3 compiles) |") and "| A/A " in line
+    assert "tiny_serving, step per batch size" in text and "| batch | off ms | fast x | off_again x |" in text
+    assert "| tiny_fp8_decode | 2 |" in text.split("tokens/s = batch / step time.")[1]
     same = "yes" if serving["fast"]["code"] == serving["off"]["code"] else "no"
-    assert f"| {same} | 0 |" in text.split("| tiny_serving |")[1].splitlines()[0]
+    assert f"| {same} | 0 |" in line
     if timm_missing:
         [skipped] = [r for r in rows if r["model"] == "resnet50_cl"]
         assert "timm" in skipped["skipped"] and skipped["mode"] == "off"
@@ -224,14 +241,16 @@ def _job_arguments(tmp_path, part: str, **env_vars) -> list[str]:
         return tar.extractfile(member).read().decode().split()
 
 
-def test_the_gpu_job_splits_the_zoo_into_two_parts_within_the_budget_and_runs_the_rest_and_the_profile(tmp_path):
+def test_the_gpu_job_splits_the_zoo_into_parts_within_the_budget_and_runs_the_rest_and_the_profile(tmp_path):
     def option(args, name):
         return args[args.index(name) + 1]
 
-    a, b = _job_arguments(tmp_path, "a"), _job_arguments(tmp_path, "b")
-    models_a, models_b = option(a, "--models").split(","), option(b, "--models").split(",")
+    parts = {part: _job_arguments(tmp_path, part) for part in ("a", "b", "kv_sdpa", "kv_flex", "c")}
+    a = parts["a"]
     assert a[:2] == ["-m", "torchgen_ah.evaluation.zoo"] and option(a, "--modes") == "off,fast,off_again"
-    assert not set(models_a) & set(models_b) and set(models_a) | set(models_b) == set(zoo_models.ZOO)
+    assert option(a, "--steps") == "one_process" and option(parts["c"], "--modes") == "off,fast,quality,off_again"
+    models = [option(args, "--models").split(",") for args in parts.values()]
+    assert sorted(m for part in models for m in part) == sorted(zoo_models.ZOO)  # the parts split the zoo
     assert float(option(a, "--max-minutes")) * 60 <= 555 - 45  # the report is written before the step's limit
     rest = _job_arguments(tmp_path, "rest", DONE="x/a.jsonl,x/b.jsonl")
     assert option(rest, "--skip-done") == "x/a.jsonl,x/b.jsonl"
@@ -277,8 +296,7 @@ def test_quality_report_judges_each_model_by_its_own_bar_on_the_h200_rows(tmp_pa
 
     from torchgen_ah.evaluation import zoo_quality_report
 
-    runs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "runs",
-                        "zoo_quality_h200")
+    runs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "zoo_quality_h200")
     files = ",".join(os.path.join(runs, name) for name in sorted(os.listdir(runs)) if name.endswith(".jsonl"))
     assert zoo_quality_report.step_bar("llama_decode") == (0.95, "decode")
     assert zoo_quality_report.step_bar("bert") == (0.98, "encoder")

@@ -27,8 +27,8 @@ from torch._inductor import select_algorithm
 
 from .. import collector, registry, settings
 from . import autotune, choices, contract
-from .patches import benchmarker, builtin_autoheuristic, compile_once, fusion_timing, lowerings, mode_options, pad_mm
-from .requests import build_request, caller_ids, default_log_path, device_metadata, ktc_ids
+from .patches import benchmarker, builtin_autoheuristic, compile_once, flex_lowering, fusion_timing, lowerings, mode_options, pad_mm
+from .requests import build_request, caller_ids, default_log_path, device_metadata, ktc_ids, node_description
 
 _state = {"callbacks": False, "installed": False, "nonce": _uuid.uuid4().hex}
 
@@ -139,6 +139,10 @@ def install() -> None:
     lowerings.install(_lowering_plan)
     compile_once.install(_acting, _compile_once)
     fusion_timing.install(_fusion_margin)
+    try:
+        flex_lowering.install(node_description)
+    except Exception as exc:  # a torch without the flex lowerings: the flex hooks rank by head dim alone
+        registry.verbose(f"flex lowerings not wrapped ({exc!r})")
     choices.install(inductor_config, _state["nonce"])
     collector.use_default_log_path(default_log_path)
     _state["installed"] = True
@@ -160,6 +164,7 @@ def uninstall() -> None:
     lowerings.uninstall()
     compile_once.uninstall()
     fusion_timing.uninstall()
+    flex_lowering.uninstall()
     benchmarker.uninstall()
     choices.uninstall(inductor_config)
     _state["installed"] = False

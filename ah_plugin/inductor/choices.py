@@ -20,7 +20,8 @@ from torch._inductor.choices import InductorChoices
 from torch._inductor.virtualized import V
 
 from .. import registry, settings
-from . import autotune, contract
+from . import autotune, contract, flex_choices
+from ..flex_ranking import FLEX_BACKWARD, FLEX_DECODING, FLEX_FORWARD
 
 _state = {"installed": False, "nonce": ""}
 
@@ -55,6 +56,29 @@ class PluginChoices(InductorChoices):
             registry.warn_once(("pre", type(exc)),
                                f"ah_plugin: pre-codegen hook failed ({exc!r}); using Inductor's choices")
             return ktcs
+
+    def get_flex_attention_fwd_configs(self, head_dim, dtype, device_type="cuda"):
+        """FlexAttention's forward configs: ranked and narrowed where the use variable names the op."""
+        return self._flex(FLEX_FORWARD, super().get_flex_attention_fwd_configs, head_dim, dtype, device_type)
+
+    def get_flex_decode_configs(self, head_dim, dtype, device_type="cuda"):
+        """FlexAttention's decoding configs (a few query tokens against a long key/value cache)."""
+        return self._flex(FLEX_DECODING, super().get_flex_decode_configs, head_dim, dtype, device_type)
+
+    def get_flex_attention_bwd_configs(self, head_dim, dtype, device_type="cuda"):
+        """FlexAttention's backward configs."""
+        return self._flex(FLEX_BACKWARD, super().get_flex_attention_bwd_configs, head_dim, dtype, device_type)
+
+    def _flex(self, op, ask, head_dim, dtype, device_type):
+        if not _state["installed"]:
+            return ask(head_dim, dtype, device_type)
+        contract.note("flex_configs")
+        try:
+            return flex_choices.configs(op, ask, head_dim, dtype, device_type, autotune._current_settings())
+        except Exception as exc:  # never fail a lowering: Inductor's own list
+            registry.warn_once(("flex", type(exc)),
+                               f"ah_plugin: flex config hook failed ({exc!r}); using Inductor's configs")
+            return ask(head_dim, dtype, device_type)
 
 
 _classes: dict = {}

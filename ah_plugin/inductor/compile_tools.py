@@ -14,6 +14,7 @@ offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo
 * ``dynamo_graph_count()``, ``inductor_graph_count()``: graphs captured and lowered so far in the process
   (Dynamo's counters): whether a call compiled;
 * ``allow_recompiles(count)``: Dynamo recompiles one function at least ``count`` times before it gives up;
+* ``forget_dynamic_shapes()``: Dynamo forgets which sizes it saw change, as in a fresh process;
 * ``replay_time_ms(fn)``: replay timing capturing on the CUDA-graph trees' stream (``graph_trees``).
 * ``vec_isa_trusted()``: the CPU's vector ISA probed once, for processes started with fresh caches.
 
@@ -107,6 +108,14 @@ def allow_recompiles(count: int) -> None:
     on torches that name it so) before it runs the function eagerly."""
     name = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
     setattr(dynamo_config, name, max(getattr(dynamo_config, name), int(count)))
+
+
+def forget_dynamic_shapes() -> None:
+    """Dynamo forgets the sizes it saw change (automatic dynamic shapes): a second ``torch.compile`` of a
+    function in this process then compiles the graphs a fresh process would (a static first shape, then
+    the dynamic graph), not the dynamic graph at once. Compiled code is kept."""
+    pgo = importlib.import_module("torch._dynamo.pgo")
+    pgo.reset_code_state()
 
 
 def observe_autotunings(records: list) -> None:

@@ -134,6 +134,24 @@ def _benchmark_route() -> str | None:
     return None
 
 
+def _flex_config_hooks() -> str | None:
+    for name in ("get_flex_attention_fwd_configs", "get_flex_decode_configs", "get_flex_attention_bwd_configs"):
+        problem = _params(f"torch._inductor.choices.InductorChoices.{name}", ("head_dim", "dtype", "device_type"))()
+        if problem:
+            return problem
+    return None
+
+
+def _flex_lowerings() -> str | None:
+    import torch._inductor.kernel.flex.flex_attention  # noqa: F401 - registers the flex lowerings
+    from torch._inductor import lowering
+
+    hop = torch.ops.higher_order
+    missing = [name for name in ("flex_attention", "flex_attention_backward")
+               if not hasattr(hop, name) or getattr(hop, name) not in lowering.lowerings]
+    return f"no lowering registered for torch.ops.higher_order.{', '.join(missing)}" if missing else None
+
+
 HOOKS: tuple[Hook, ...] = (
     Hook("choices_handler", "see and prune GEMM candidates before code generation; key compiled graphs by "
          "the plugin's mode", "InductorChoices._finalize_template_configs and uuid(), registered with "
@@ -204,6 +222,16 @@ HOOKS: tuple[Hook, ...] = (
          "config.max_autotune_gemm_search_space", "official", "collection times Inductor's default space",
          _params("torch._inductor.choices.InductorChoices.get_ktc",
                  ("kernel_inputs", "template", "op_name")), cpu_reachable=False),
+    Hook("flex_configs", "FlexAttention: its kernels' configs ranked and narrowed (use) or widened to default "
+         "max-autotune's list (collection) before any code exists",
+         "InductorChoices.get_flex_attention_fwd_configs / get_flex_decode_configs / "
+         "get_flex_attention_bwd_configs(head_dim, dtype, device_type)", "official",
+         "flex attention keeps the mode's own configs (fast mode: off's one config)", _flex_config_hooks,
+         cpu_reachable=False),
+    Hook("flex_lowering", "the sizes of the FlexAttention call whose configs are ranked (its query, key and "
+         "value)", "torch._inductor.lowering.lowerings[torch.ops.higher_order.flex_attention(_backward)]",
+         "patch", "flex configs are ranked without the call's sizes (fast mode then times its first config "
+         "against off's)", _flex_lowerings, cpu_reachable=False),
     Hook("graph_trees_stream", "replay captures on the CUDA-graph trees' side stream (a side stream used "
          "after a model's graph was recorded slowed that graph 5% on an H200)",
          "cudagraph_trees.get_manager(device, create_if_none_exists).stream", "official",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 
 import torch
 from torch._inductor.runtime.cache_dir_utils import cache_dir
@@ -21,13 +22,17 @@ from torch._inductor.select_algorithm import (
 from torch._inductor.utils import get_gpu_shared_memory
 from torch._inductor.virtualized import V
 
-from .. import choice_ids, features
+from .. import choice_ids, features, flex_ranking
 from ..policy import AutotuneRequest
 
 try:  # subgraph templates (decompose-k, ...) exist on the torch versions we support; kept optional
     from torch._inductor.codegen.subgraph import SubgraphTemplate
 except ImportError:  # pragma: no cover - a torch without them
     SubgraphTemplate = ()
+
+
+# a compiled FlexAttention candidate: ``triton_<template>_<n>`` (select_algorithm names template callers so)
+_FLEX_CALLER = re.compile(r"triton_(%s)_\d+" % "|".join(sorted(flex_ranking.FLEX_OPS, key=len, reverse=True)))
 
 
 def _hints(exprs) -> list[int]:
@@ -74,6 +79,10 @@ def template_data_from_caller(caller) -> tuple[str, str, dict]:
         return template_data_from_ktc(ktc)
     if isinstance(caller, ExternKernelCaller):
         return "extern", caller.choice.name, {}
+    flex = _FLEX_CALLER.fullmatch(str(getattr(caller, "name", "")))
+    if flex is not None:  # a FlexAttention config: named by its own tunables (flex_ranking.config_id)
+        info = caller.info_dict()
+        return "flex", flex.group(1), {key: info[key] for key in flex_ranking.CONFIG_KEYS[flex.group(1)]}
     template = getattr(caller, "template", None)
     blocking = getattr(template, "register_blocking", None)
     if blocking is not None:  # the CPU C++ GEMM template (micro-GEMM name + register blocking)

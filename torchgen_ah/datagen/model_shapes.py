@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
+from torchgen_ah.datagen.fresh_caches import fresh_compile_caches
 
 ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"
@@ -149,18 +148,15 @@ class ModelShapesRunner(BenchmarkRunner):
         import torch  # lazy: only the worker imports torch, never the runner's parent
 
         os.environ[ENV_LOG_PATH] = os.path.abspath(case_log_path(args.output, spec))
-        cache_dir = tempfile.mkdtemp(prefix="ah_models_")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(cache_dir, "triton")
         start = time.perf_counter()
         try:
-            for _ in range(reps):
-                torch.compiler.reset()
-                model, inputs, loss_fn = build_case(torch, spec)
-                step(torch, model, inputs, loss_fn, spec["mode"])
-                del model, inputs
+            with fresh_compile_caches("ah_models_"):
+                for _ in range(reps):
+                    torch.compiler.reset()
+                    model, inputs, loss_fn = build_case(torch, spec)
+                    step(torch, model, inputs, loss_fn, spec["mode"])
+                    del model, inputs
         finally:
-            shutil.rmtree(cache_dir, ignore_errors=True)
             torch.compiler.reset()
             torch.cuda.empty_cache()
         return {"seconds": round(time.perf_counter() - start, 3)}

@@ -71,14 +71,18 @@ FROZEN = "_frozen"
 # replay_all: every default candidate timed by CUDA-graph replay, twice per shape (the plugin's collector
 # path with the default space): the replay-fastest choice that the per-call pick is compared with.
 REPLAY_REPS = 2
+# the environment of a process that switches the plugin on through its Python API, scope by scope (the zoo's
+# steps judged in one process): no plugin variable set, none disabling it
+API_ENVIRONMENT = "plugin_api"
 # modes whose generated code is not timed side by side: a results file's filling run and the collector's
 NOT_SIDE_BY_SIDE = ("cache_record", "replay_all")
 TIMED_OUT = 124  # a mode's exit code when its process ran past its time limit (as coreutils' timeout says it)
 
 # Our modes act on mm (which in use mode covers addmm, bmm and baddbmm: linear layers with a bias are
-# ranked with the mm artifact) and on convolution (a ViT's patch embedding; fast mode keeps aten where no
-# artifact ranks an op); torch's built-in AutoHeuristic acts on mm only.
-OURS_USE = "mm,convolution"
+# ranked with the mm artifact), on convolution (a ViT's patch embedding; fast mode keeps aten where no
+# artifact ranks an op) and on FlexAttention's kernels (ranked before code generation; off's config where no
+# artifact covers the device); torch's built-in AutoHeuristic acts on mm only.
+OURS_USE = "mm,convolution,flex_attention,flex_decoding,flex_attention_backward"
 _PLUGIN_VARS = ("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT", "TORCHINDUCTOR_AUTOHEURISTIC_USE")
 _KEPT_PLUGIN_VARS = ("AH_PLUGIN_VERBOSE",)  # says more, changes nothing a mode measures
 
@@ -131,6 +135,8 @@ def mode_environment(mode: str, work_dir: str, base_env=None, caches: str | None
     elif mode.startswith("plugin_"):
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE
         env["AH_PLUGIN_TOP_K"] = mode[len("plugin_"):].lstrip("k") if mode != "plugin_adaptive" else "adaptive"
+    elif mode == API_ENVIRONMENT:
+        pass
     elif mode in ("cache", "cache_record"):
         env["AH_TUNABLE_ENABLED"] = "1"
         env["AH_TUNABLE_FILENAME"] = cache_file

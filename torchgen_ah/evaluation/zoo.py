@@ -1,28 +1,36 @@
 """The model zoo: fast mode against max-autotune off on every kind of model a user brings, one command.
 
     python -m torchgen_ah.evaluation.zoo --out DIR [--models resnet50_cl,...] [--modes off,fast,off_again]
-        [--reps 1] [--once default] [--max-minutes 8.5] [--run-timeout 150] [--results benchmarks/RESULTS.md]
+        [--steps one_process|fresh|both] [--reps 1] [--once default] [--max-minutes 8.5] [--run-timeout 150]
+        [--results benchmarks/RESULTS.md]
     python -m torchgen_ah.evaluation.zoo --combine A/results.jsonl,B/results.jsonl --results benchmarks/RESULTS.md
     python -m torchgen_ah.evaluation.zoo --list
 
 Each (repetition, model, mode) runs in its own process with fresh Inductor and Triton caches (the modes'
 environments of ``compile_cost.mode_environment``; ``off_again`` is a second max-autotune-off process, the
-identical-code control). Repetitions are the outer loop, then models, then the model's modes, their order
-rotated from one model to the next: a model's modes run minutes apart at most. A time budget cuts whole
-models (the last ones), not one mode of a model: a model's next process starts only while the budget holds
-it and the model's other processes not run yet, each taken at 1.2x the model's longest process so far (at
-``--min-start`` seconds before its first). A model that cannot be built (a library missing, an API changed)
-is a named, skipped row and gets no further processes.
+identical-code control): its compile is what a user waits for. Steps are judged in one more process per
+model and repetition (``--steps one_process``, the default; ``zoo_one_process``), which compiles every mode
+again, each inside its own plugin scope and with options made distinct (so Dynamo compiles each afresh), and
+times them with interleaved windows: on an H200 the same code stepped 2-20% apart across fresh processes and
+0.1-0.3% apart in one process. The modes' own processes then time no steps; ``--steps fresh`` times steps
+there instead (and runs no one-process judging), ``both`` does both. Repetitions are the outer loop, then
+models, then the model's modes, their order rotated from one model to the next, the one-process judging
+last: a model's processes run minutes apart at most. A time budget cuts whole models (the last ones), not one
+mode of a model: a model's next process starts only while the budget holds it and the model's other
+processes not run yet, each taken at 1.2x the model's longest process so far (at ``--min-start`` seconds
+before its first; the one-process judging at that times its modes). A model that cannot be built (a library
+missing, an API changed) is a named, skipped row and gets no further processes.
 
-What a process records (``zoo_worker``): compile = the wall time of every call that compiled (first call,
-a lazily compiled backward, recompiles at new batch sizes); step = ``e2e_models``' timed windows of
-back-to-back calls (CUDA-graph replays on a GPU: off is ``mode="reduce-overhead"``, the max-autotune modes
-``mode="max-autotune"``), for the serving pattern one per batch size and their geometric mean; the generated
-code's hash and its Triton template kernels; the plugin's counts; the result against eager PyTorch's.
-Rows go to ``OUT/results.jsonl`` (``--combine`` joins several runs' files); the report
-(``zoo_report``) to ``OUT/zoo.md`` and, with ``--results``, the ``zoo`` section of that file;
-``--report quality`` writes quality mode's instead (``zoo_quality_report``: its per-model bars, and the
-``*_frozen`` modes beside it) to ``OUT/zoo_quality.md`` and the ``zoo_quality`` section.
+What a mode's process records (``zoo_worker``): compile = the wall time of every call that compiled (first
+call, a lazily compiled backward, recompiles at new batch sizes); with ``--steps fresh``, step =
+``e2e_models``' timed windows of back-to-back calls (CUDA-graph replays on a GPU: off is
+``mode="reduce-overhead"``, the max-autotune modes ``mode="max-autotune"``), for the serving pattern one per
+batch size and their geometric mean; the generated code's hash and its Triton template kernels; the plugin's
+counts; the result against eager PyTorch's. The one-process judging records every window of every mode.
+Rows go to ``OUT/results.jsonl`` (``--combine`` joins several runs' files); the report (``zoo_report``) to
+``OUT/zoo.md`` and, with ``--results``, the ``zoo`` section of that file; ``--report quality`` writes quality
+mode's instead (``zoo_quality_report``: its per-model bars, and the ``*_frozen`` modes beside it) to
+``OUT/zoo_quality.md`` and the ``zoo_quality`` section.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ import time
 
 from ah_plugin import command_line
 from torchgen_ah.evaluation import compile_cost, e2e_models, zoo_models, zoo_quality_report, zoo_report, zoo_worker
+from torchgen_ah.evaluation.zoo_one_process import MODES as ONE_PROCESS_MODES
+from torchgen_ah.evaluation.zoo_one_process import ONE_PROCESS
 from torchgen_ah.evaluation.results_section import save_report
 
 PROG = "python -m torchgen_ah.evaluation.zoo"
@@ -47,16 +57,24 @@ QUALITY_SECTION = "zoo_quality"
 QUALITY_HEADING = "## Model zoo: quality mode against max-autotune off, model by model"
 
 
-def plan(models: list[str], modes: list[str], reps: int, once: set[str] = frozenset()) -> list[tuple]:
+def rep_modes(modes: list[str], rep: int, once: set[str]) -> list[str]:
+    """The modes of repetition ``rep``: ``once`` modes in the first only."""
+    return [m for m in modes if rep == 0 or m not in once]
+
+
+def plan(models: list[str], modes: list[str], reps: int, once: set[str] = frozenset(),
+         one_process: bool = False) -> list[tuple]:
     """(rep, model, mode) in run order: repetitions, then models, then the model's modes rotated by one
     place per model (and repetition), so no mode always runs first or right after another; ``once``
-    modes in the first repetition only."""
+    modes in the first repetition only. ``one_process``: each model's modes end with the process that
+    judges their steps together (``ONE_PROCESS``)."""
     out = []
     for rep in range(reps):
-        rep_modes = [m for m in modes if rep == 0 or m not in once]
+        these = rep_modes(modes, rep, once)
         for index, model in enumerate(models):
-            shift = (rep + index) % len(rep_modes) if rep_modes else 0
-            out += [(rep, model, mode) for mode in rep_modes[shift:] + rep_modes[:shift]]
+            shift = (rep + index) % len(these) if these else 0
+            out += [(rep, model, mode) for mode in these[shift:] + these[:shift]]
+            out += [(rep, model, ONE_PROCESS)] if one_process and these else []
     return out
 
 
@@ -68,7 +86,7 @@ def done_in(paths: list[str]) -> set[tuple]:
         for r in compile_cost.read_results(path):
             if "skipped" in r:
                 done.add((None, r["model"], None))
-            elif "step_ms" in r:
+            elif "compile_seconds" in r or "steps" in r:  # a mode's process, or the one judging the steps
                 done.add((r.get("rep", 0), r["model"], r["mode"]))
     return done
 
@@ -86,33 +104,41 @@ def not_built(result_path: str, model: str) -> bool:
 class Budget:
     """Whether a model's next process may start. A model's modes run whole or not at all: the time left must
     hold this process and the model's others not started yet, each taken at 1.2x the model's longest
-    process so far (``min_start`` seconds before its first); once one is refused, the model's others are."""
+    process so far (``min_start`` seconds before its first); once one is refused, the model's others are.
+    ``weight(step)``: how many processes' time a step takes (the one-process judging: its modes')."""
 
-    def __init__(self, steps: list[tuple], seconds: float, min_start: float, clock=time.time):
+    def __init__(self, steps: list[tuple], seconds: float, min_start: float, clock=time.time, weight=lambda step: 1):
         self._clock = clock
         self.deadline = clock() + seconds
         self._min_start = min_start
-        self._to_run = collections.Counter((rep, model) for rep, model, _ in steps)
+        self._to_run = collections.Counter()
+        for step in steps:
+            self._to_run[step[:2]] += weight(step)
         self._longest: dict[str, float] = {}
         self._cut: set[tuple] = set()
 
-    def refuse(self, rep: int, model: str) -> str | None:
+    def refuse(self, rep: int, model: str, weight: int = 1) -> str | None:
         """None when the step may start (it is then counted as started), else why not."""
-        self._to_run[(rep, model)] -= 1
+        self._to_run[(rep, model)] -= weight
         left = self.deadline - self._clock()
-        need = max(self._min_start, 1.2 * self._longest.get(model, 0.0)) * (self._to_run[(rep, model)] + 1)
+        need = max(self._min_start, 1.2 * self._longest.get(model, 0.0)) * (self._to_run[(rep, model)] + weight)
         if (rep, model) in self._cut or left < need:
             self._cut.add((rep, model))
             return f"skipped (time budget: {left:.0f} s left, {need:.0f} s needed)"
         return None
 
-    def took(self, model: str, seconds: float) -> None:
-        self._longest[model] = max(self._longest.get(model, 0.0), seconds)
+    def took(self, model: str, seconds: float, weight: int = 1) -> None:
+        self._longest[model] = max(self._longest.get(model, 0.0), seconds / weight)
 
 
 def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[str, str]:
     """Run each (rep, model, mode) process while the budget allows; returns {label: outcome}."""
-    budget = Budget(steps, args.max_minutes * 60, args.min_start)
+    once = set(_names(args.once))
+
+    def weight(step: tuple) -> int:
+        return len(rep_modes(_names(args.modes), step[0], once)) if step[2] == ONE_PROCESS else 1
+
+    budget = Budget(steps, args.max_minutes * 60, args.min_start, weight=weight)
     cudagraphs = device == "cuda" and not args.no_cudagraphs
     not_built_models: set[str] = set()
     status = {}
@@ -120,7 +146,7 @@ def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[st
         label = f"{model}/rep{rep}/"
         if model in not_built_models:
             continue
-        refused = budget.refuse(rep, model)
+        refused = budget.refuse(rep, model, weight((rep, model, mode)))
         if refused:
             status[label + mode] = refused
             continue
@@ -128,11 +154,17 @@ def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[st
         os.makedirs(work, exist_ok=True)
         start = time.time()
         extra = {"model": model, "rep": rep, "result_path": result_path, "cudagraphs": cudagraphs,
-                 "windows": args.windows, "warm_up_seconds": args.warm_up}
-        status.update(compile_cost.run_steps([mode], budget.deadline, lambda step, left, work=work, extra=extra: (
-            compile_cost.run_mode(step, [], device, work, min(left, args.run_timeout), "torchgen_ah.evaluation.zoo",
-                                  extra=extra, env_mode=CONTROLS.get(step))), label=label, process_limit=args.run_timeout))
-        budget.took(model, time.time() - start)
+                 "windows": args.windows, "warm_up_seconds": args.warm_up, "time_steps": args.steps != ONE_PROCESS}
+        env_mode = CONTROLS.get(mode)
+        limit = args.run_timeout * weight((rep, model, mode))
+        if mode == ONE_PROCESS:
+            extra["modes"] = rep_modes(_names(args.modes), rep, once)
+            env_mode = compile_cost.API_ENVIRONMENT
+        status.update(compile_cost.run_steps([mode], budget.deadline, lambda step, left, work=work, extra=extra,
+                                             env_mode=env_mode, limit=limit: (
+            compile_cost.run_mode(step, [], device, work, min(left, limit), "torchgen_ah.evaluation.zoo",
+                                  extra=extra, env_mode=env_mode)), label=label, process_limit=limit))
+        budget.took(model, time.time() - start, weight((rep, model, mode)))
         if not_built(result_path, model):
             not_built_models.add(model)
     return status
@@ -154,7 +186,7 @@ def report_text(report: str, rows: list[dict], command: str, status: dict | None
 
 
 def list_text() -> str:
-    rows = [f"{name:20} {e.kind:8} batch {','.join(map(str, e.batches)) or e.batch:<22} {e.about}"
+    rows = [f"{name:26} {e.kind:8} batch {','.join(map(str, e.batches)) or e.batch:<22} {e.about}"
             + ("" if e.in_zoo else "  [not in the default list]") for name, e in zoo_models.ENTRIES.items()]
     return "\n".join(rows)
 
@@ -181,8 +213,13 @@ def main(argv=None) -> int:
     parser.add_argument("--min-start", type=float, default=30.0,
                         help="seconds a process of a model not run yet is taken to need: the model starts only while "
                              "the budget holds that many for each of its processes")
+    parser.add_argument("--steps", choices=(ONE_PROCESS, "fresh", "both"), default=ONE_PROCESS,
+                        help="where steps are timed: one_process, a process per model compiling every mode, "
+                             "windows interleaved (the fresh processes then time none); fresh, each mode's own "
+                             "process; both")
     parser.add_argument("--windows", type=int, default=e2e_models.STEP_WINDOWS,
-                        help="timed windows per step time (the median window's time per call)")
+                        help="timed windows per step time (the median window's time per call; in one process, "
+                             "rounds of one window per mode)")
     parser.add_argument("--warm-up", type=float, default=e2e_models.WARMUP_SECONDS,
                         help="seconds of untimed steps before the windows (at each batch size)")
     parser.add_argument("--results", default=None, help="also write the report as the zoo section of this file")
@@ -214,16 +251,21 @@ def main(argv=None) -> int:
     if once - set(modes):
         return command_line.fail("zoo", ValueError(f"--once names {', '.join(sorted(once - set(modes)))}, "
                                                    f"not in --modes ({', '.join(modes)})"), 2)
+    if args.steps != "fresh" and (set(modes) - set(ONE_PROCESS_MODES) or "off" not in modes):
+        return command_line.fail("zoo", ValueError(
+            f"--steps {args.steps}: the modes judged in one process must include off and be of "
+            f"{', '.join(ONE_PROCESS_MODES)} (given: {', '.join(modes)}); use --steps fresh"), 2)
     if args.reps < 1:
         return command_line.fail("zoo", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
     device = compile_cost.pick_device(args.device)
     result_path = compile_cost.fresh_results_path(args.out)
-    steps = remaining(plan(models, modes, args.reps, once), done_in(_names(args.skip_done)))
+    steps = remaining(plan(models, modes, args.reps, once, one_process=args.steps != "fresh"),
+                      done_in(_names(args.skip_done)))
     status = run_plan(steps, args, device, result_path)
     rows = compile_cost.read_results(result_path)
     command = f"{PROG} " + " ".join(argv if argv is not None else sys.argv[1:])
     write_report(report_text(args.report, rows, command, status), args.out, args.results, args.report)
-    return 0 if any("step_ms" in r for r in rows) else 1
+    return 0 if any("step_ms" in r or "steps" in r for r in rows) else 1
 
 
 if __name__ == "__main__":

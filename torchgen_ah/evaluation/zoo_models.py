@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from torchgen_ah.evaluation import zoo_decoders
+
 INFER, TRAIN, SERVING = "infer", "train", "serving"
 
 
@@ -162,7 +164,17 @@ def _tiny_decoder(torch, vocab: int = 128, dim: int = 64, tokens: int = 1):
     return Block(), _tokens(torch, vocab, tokens)
 
 
+def _kv_decode_entries() -> list[Entry]:
+    """Decoding with a static KV cache at batch 1, 8, 32 and contexts 512, 2048, FlexAttention or SDPA."""
+    return [Entry(f"kv_decode_{attention}_b{batch}_c{context}", "decoder",
+                  f"gpt-fast-style Llama, 2 layers, hidden 2048, GQA 32/8 heads, {attention} attention, static KV "
+                  f"cache of {context} positions, one token per sequence at position {context // 2}",
+                  zoo_decoders.kv_decode(attention, batch, context), batch, phase="decode")
+            for attention in ("flex", "sdpa") for batch in (1, 8, 32) for context in (512, 2048)]
+
+
 _LLAMA_DECODE = _causal_lm(_llama_config, "LlamaForCausalLM", 1)
+_TINY = zoo_decoders.TINY
 ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("resnet50_cl", "cnn", "timm resnet50, channels-last (1x1 convolutions)", _timm("resnet50"), 32,
           channels_last=True),
@@ -198,11 +210,32 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           _causal_lm(_llama_config, "LlamaForCausalLM", 256), 4, kind=TRAIN, phase="prefill"),
     Entry("llama_serving", "decoder", "the Llama above at decode, one compiled model called at 8 batch sizes in turn",
           _LLAMA_DECODE, 8, kind=SERVING, phase="decode", batches=(8, 16, 32, 64, 1, 2, 4, 48)),
+    *_kv_decode_entries(),
+    Entry("flex_prefill_sliding", "decoder", "the gpt-fast-style Llama at prefill, FlexAttention with a 512-token "
+          "sliding window (Mistral-style), 2048 tokens", zoo_decoders.prefill(4, 2048, flex_mask="sliding", window=512),
+          4, phase="prefill"),
+    Entry("flex_prefill_document", "decoder", "the gpt-fast-style Llama at prefill, FlexAttention over four packed "
+          "documents (causal within each), 8192 tokens", zoo_decoders.prefill(1, 8192, flex_mask="document"), 1,
+          phase="prefill"),
+    Entry("fp8_decode", "decoder", "the gpt-fast-style Llama with fp8 projections (torch._scaled_mm, row-wise scales), "
+          "SDPA, static KV cache of 2048 positions, one token per sequence",
+          zoo_decoders.kv_decode("sdpa", 16, 2048, fp8=True), 16, phase="decode"),
+    Entry("fp8_prefill", "decoder", "the fp8 Llama above at prefill, causal SDPA, 512 tokens",
+          zoo_decoders.prefill(4, 512, fp8=True), 4, phase="prefill"),
     Entry("tiny_mlp", "mlp", "torch only: three linear layers", _tiny_mlp, 24, in_zoo=False),
     Entry("tiny_decoder", "decoder", "torch only: one decoder block at decode", _tiny_decoder, 8, phase="decode",
           in_zoo=False),
     Entry("tiny_serving", "mlp", "torch only: the three linear layers called at 4 batch sizes in turn", _tiny_mlp, 4,
           kind=SERVING, batches=(4, 1, 2, 8), in_zoo=False),
+    Entry("tiny_kv_decode_sdpa", "decoder", "torch only: the kv_decode entries' decoder, tiny, SDPA",
+          zoo_decoders.kv_decode("sdpa", 2, 64, _TINY), 2, phase="decode", in_zoo=False),
+    Entry("tiny_kv_decode_flex", "decoder", "torch only: the kv_decode entries' decoder, tiny, FlexAttention",
+          zoo_decoders.kv_decode("flex", 2, 64, _TINY), 2, phase="decode", in_zoo=False),
+    Entry("tiny_flex_prefill", "decoder", "torch only: flex_prefill_sliding, tiny (a 16-token window)",
+          zoo_decoders.prefill(2, 64, _TINY, flex_mask="sliding", window=16), 2, phase="prefill", in_zoo=False),
+    Entry("tiny_fp8_decode", "decoder", "torch only: fp8_decode, tiny", zoo_decoders.kv_decode("sdpa", 2, 64, _TINY,
+                                                                                            fp8=True), 2,
+          phase="decode", in_zoo=False),
 )}
 ZOO = tuple(name for name, e in ENTRIES.items() if e.in_zoo)
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation import zoo_models
-from torchgen_ah.evaluation.markdown_tables import table
-from torchgen_ah.evaluation.zoo_report import failure_lines, result_lines, summarize
+from torchgen_ah.evaluation.markdown_tables import cell, table
+from torchgen_ah.evaluation.zoo_report import (failure_lines, method_text, result_lines, spread_cell, step_cell,
+                                                summarize)
 
 DECODE_BAR = 0.95
 PREFILL_BAR = 0.98
@@ -38,7 +39,9 @@ def step_bar(model: str) -> tuple[float, str]:
     return OTHER_BAR, "other"
 
 
-def verdict(step_ratio: float, compile_ratio: float, bar: float, noise: float | None) -> str:
+def verdict(step_ratio: float | None, compile_ratio: float | None, bar: float, noise: float | None) -> str:
+    if step_ratio is None or compile_ratio is None:
+        return "not judged (no " + ("step" if step_ratio is None else "compile") + " measured)"
     misses = []
     if step_ratio > bar:
         within = noise is not None and step_ratio <= 1.0 + noise and bar >= 1.0
@@ -51,7 +54,7 @@ def verdict(step_ratio: float, compile_ratio: float, bar: float, noise: float | 
 def _cell(mode_summary: dict | None) -> str:
     if not mode_summary:
         return "-"
-    return f"{mode_summary['compile_ratio']:.2f} / {mode_summary['step_ratio']:.3f} ({mode_summary['procs']})"
+    return f"{cell(mode_summary['compile_ratio'], '.2f')} / {step_cell(mode_summary)} ({mode_summary['procs']})"
 
 
 def main_table(summary: dict) -> tuple[list[str], list[dict]]:
@@ -67,37 +70,35 @@ def main_table(summary: dict) -> tuple[list[str], list[dict]]:
         cells = ["-", "-", "-"]
         judged_as = "not judged (no quality process)"
         if quality:
-            cells = [f"{quality['compile_ratio']:.2f}", f"{quality['step_ratio']:.3f}", str(quality["templates"])]
+            cells = [cell(quality["compile_ratio"], ".2f"), step_cell(quality), str(quality["templates"])]
             judged_as = verdict(quality["step_ratio"], quality["compile_ratio"], bar, noise)
             judged.append({"model": model, "why": why, **quality, "verdict": judged_as})
-        body.append([model, why, f"{s['off']['compile_seconds']:.1f}", f"{s['off']['step_ms']:.3f}",
-                     "-" if noise is None else f"{noise:.1%}",
+        body.append([model, why, cell(s["off"]["compile_seconds"], ".1f"), cell(s["off"]["step_ms"], ".3f"),
+                     spread_cell(s),
                      f"{s['off']['procs']}/{quality['procs'] if quality else 0}", *cells, f"<= {bar:g}x",
                      *[_cell(s["modes"].get(m)) for m in extras], judged_as])
-    return table(header, body, text_columns=(0, 1, 5, 9, len(header) - 1)), judged
+    text = (0, 1, 4, 5, 7, 9, *range(10, len(header)))  # names, spread, counts, ranges, bars, cells, verdict
+    return table(header, body, text_columns=text), judged
 
 
 def totals(judged: list[dict]) -> list[str]:
     if not judged:
         return []
     met = sum(j["verdict"] == "met" for j in judged)
+    compiles = [j["compile_ratio"] for j in judged if j["compile_ratio"] is not None]
+    steps = [j["step_ratio"] for j in judged if j["step_ratio"] is not None]
     return ["", f"Quality mode met its bars on {met} of {len(judged)} models. Geomean over models: compile "
-                f"{geomean([j['compile_ratio'] for j in judged]):.2f}x off, step "
-                f"{geomean([j['step_ratio'] for j in judged]):.3f}x off."]
+                f"{geomean(compiles):.2f}x off, step {geomean(steps):.3f}x off."]
 
 
 def markdown(rows: list[dict], command: str, status: dict | None = None, note: str | None = None) -> str:
     summary = summarize(rows)
     lines, judged = main_table(summary)
     head = [f"Command: `{command}`", "", *([note, ""] if note else []),
-            "Each (model, mode) in a fresh process with fresh caches, modes interleaved in one call. Off = "
-            "max-autotune off, its compile and step the medians over its processes (`off` and `off_again`); the "
-            "other modes' medians as multiples of off's (processes in brackets). Compile = wall seconds of every "
-            "call that compiled; step = ms per call by CUDA-graph replay. Off spread = the range of step times "
-            "among off's processes (max/min - 1): a ratio inside it is not a measured difference. Templates: "
-            "Triton GEMM template kernels in quality mode's code. Bars: step <= "
+            method_text(summary) + " Fresh processes per mode in brackets. Templates: Triton GEMM template kernels in "
+            "quality mode's code. Bars: step <= "
             f"{DECODE_BAR:g}x off at decode, <= {PREFILL_BAR:g}x at prefill and on encoders, <= {OTHER_BAR:g}x "
-            f"elsewhere; compile <= {COMPILE_BAR:g}x off. `*_frozen`: the mode with TORCHINDUCTOR_FREEZING=1 "
-            "(a user's opt-in for inference: constant weights, projections sharing an input concatenated), "
-            "shown to price horizontal fusion."]
+            f"elsewhere; compile <= {COMPILE_BAR:g}x off. `*_frozen`: the mode with Inductor's freezing "
+            "(TORCHINDUCTOR_FREEZING=1; in one process the `freezing` option): a user's opt-in for inference, "
+            "constant weights, projections sharing an input concatenated; shown to price horizontal fusion."]
     return "\n".join([*head, "", *lines, *totals(judged), *result_lines(rows), *failure_lines(rows, status)]) + "\n"

@@ -1,11 +1,14 @@
 """The zoo's report: per model, max-autotune off's compile and step, every other mode as a ratio to off's,
 whether it generated off's code, and fast mode's verdict against its bars.
 
-Off's reference is the median over every process that ran off's code (``off`` and its control
-``off_again``); the identical-code spread is the range of those processes' step times (max/min - 1): two
-processes running the same kernels step that far apart, so a step ratio inside it is not a measured
-difference. Where fast mode generated exactly off's code (hash equal), its step cannot differ from off's but
-by that noise: the step bar is met by construction, and said so.
+Compile is a fresh-process wall time, off's the median over every process that ran off's code (``off`` and its
+control ``off_again``). Steps come from the process that judged a model's modes together (``zoo_one_process``:
+each mode compiled in its own plugin scope, windows interleaved), where the run had one: a mode's ratio to off
+in that process, the range of its per-round ratios, and the A/A control (off compiled once more there) as the
+spread. Otherwise they are medians of the modes' own processes, and the spread is the range of off's
+processes' step times (max/min - 1): fresh processes running the same kernels step that far apart, so a step
+ratio inside it is not a measured difference. Where fast mode generated exactly off's code (hash equal), its
+step cannot differ from off's but by noise: the step bar is met by construction, and said so.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ import math
 import statistics
 
 from torchgen_ah.data.aggregate import geomean
-from torchgen_ah.evaluation.markdown_tables import table
+from torchgen_ah.evaluation import one_process, zoo_models
+from torchgen_ah.evaluation.markdown_tables import cell, table
 from torchgen_ah.evaluation.result_check import WRONG_ABOVE
 
 COMPILE_BAR = 1.3  # fast mode: compile at most this multiple of max-autotune off's
-STEP_BAR = 1.01  # fast mode: step at most this multiple of off's
+STEP_BAR = 1.01  # fast mode: step at most this multiple of off's, steps of fresh processes
+ONE_PROCESS_STEP_BAR = 1.005  # the same, steps judged in one process (0.1-0.3% apart for the same code)
 OFF_MODES = ("off", "off_again")
+ONE_PROCESS_SOURCE, FRESH_SOURCE = "one process", "fresh processes"
 
 
 def _median(rows: list[dict], key: str) -> float:
@@ -30,7 +36,7 @@ def _same_code(rows: list[dict], off_rows: list[dict]) -> str:
     """yes / no against off's one hash; 'off varies' when off's own processes differ; '-' without hashes."""
     off_codes = {r.get("code") for r in off_rows}
     codes = {r.get("code") for r in rows}
-    if None in off_codes or None in codes:
+    if not rows or not off_rows or None in off_codes or None in codes:
         return "-"
     if len(off_codes) > 1:
         return "off varies"
@@ -43,59 +49,126 @@ def spread(off_rows: list[dict]) -> float | None:
     return max(steps) / min(steps) - 1 if len(steps) > 1 else None
 
 
-def verdict(compile_ratio: float, step_ratio: float, same_code: str, noise: float | None) -> str:
+def one_process_steps(judged: list[dict]) -> dict:
+    """{mode: {"step_ms", "step_ratio", "low", "high"}} from the rows of the processes that judged a model's
+    steps in one process (``zoo_one_process``): per mode the median over those processes of its step and of
+    its ratio to off's in the same process, and the range of its per-round ratios over all of them."""
+    per_mode: dict = {}
+    for row in judged:
+        for mode in row["modes"]:
+            ratio = one_process.step_ratio(row["windows_ms"], mode, "off")
+            per_mode.setdefault(mode, []).append({"step_ms": row["steps"][mode]["step_ms"], **ratio})
+    return {mode: {"step_ms": _median(found, "step_ms"), "step_ratio": _median(found, "ratio"),
+                   "low": min(f["low"] for f in found), "high": max(f["high"] for f in found)}
+            for mode, found in per_mode.items()}
+
+
+def step_bar(summary: dict) -> float:
+    return ONE_PROCESS_STEP_BAR if summary["step_source"] == ONE_PROCESS_SOURCE else STEP_BAR
+
+
+def verdict(compile_ratio: float | None, step_ratio: float | None, same_code: str, noise: float | None,
+            bar: float = STEP_BAR) -> str:
     """Fast mode against its bars; a step miss within the identical-code spread is named as such."""
+    if compile_ratio is None or step_ratio is None:
+        return "not judged (no " + ("compile" if compile_ratio is None else "step") + " measured)"
     misses = []
     if compile_ratio > COMPILE_BAR:
         misses.append(f"compile {compile_ratio:.2f}x")
-    if step_ratio > STEP_BAR and same_code != "yes":
+    if step_ratio > bar and same_code != "yes":
         within = noise is not None and step_ratio - 1 <= noise
         misses.append(f"step {step_ratio:.3f}x" + (" (within the identical-code spread)" if within else ""))
     if misses:
         return "missed: " + ", ".join(misses)
-    return "met (off's code)" if same_code == "yes" and step_ratio > STEP_BAR else "met"
+    return "met (off's code)" if same_code == "yes" and step_ratio > bar else "met"
 
 
 def summarize(rows: list[dict]) -> dict:
-    """{model: {"kind", "off": {...}, "spread", "modes": {mode: {...}}}} over the measured rows (those with a
-    step time); models without an off process are left out (nothing to compare with)."""
+    """{model: {"kind", "off": {...}, "spread", "step_source", "modes": {mode: {...}}, "by_batch"}}. Compile
+    from the modes' fresh processes; step from the one-process judging where a model has it (``spread``: off
+    compiled again in that process, the A/A control, its ratio's distance from 1), else from the fresh
+    processes' medians (``spread``: the range of off's processes). Models with neither an off process nor a
+    one-process judging are left out (nothing to compare with)."""
     by_model: dict = {}
     for r in rows:
-        if "step_ms" in r:
+        if "compile_seconds" in r or "steps" in r:
             by_model.setdefault(r["model"], []).append(r)
     out = {}
     for model, measured in by_model.items():
-        off_rows = [r for r in measured if r["mode"] in OFF_MODES]
-        if not off_rows:
+        fresh = [r for r in measured if "compile_seconds" in r]
+        off_rows = [r for r in fresh if r["mode"] in OFF_MODES]
+        one = one_process_steps([r for r in measured if "steps" in r])
+        timed_off = [r for r in off_rows if "step_ms" in r]
+        if not off_rows and not one:
             continue
-        off = {"compile_seconds": _median(off_rows, "compile_seconds"), "step_ms": _median(off_rows, "step_ms"),
-               "procs": len(off_rows), "compiles": max(len(r.get("compile_calls", [1])) for r in off_rows)}
+        off_step = one["off"]["step_ms"] if one else _median(timed_off, "step_ms") if timed_off else None
+        off = {"compile_seconds": _median(off_rows, "compile_seconds") if off_rows else None, "step_ms": off_step,
+               "procs": len(off_rows), "compiles": max((len(r.get("compile_calls", [1])) for r in off_rows), default=1)}
         modes = {}
-        for mode in dict.fromkeys(r["mode"] for r in measured if r["mode"] not in OFF_MODES):
-            mine = [r for r in measured if r["mode"] == mode]
-            modes[mode] = {"compile_ratio": _median(mine, "compile_seconds") / off["compile_seconds"],
-                           "step_ratio": _median(mine, "step_ms") / off["step_ms"], "procs": len(mine),
-                           "same_code": _same_code(mine, off_rows),
-                           "templates": max(r.get("code_summary", {}).get("templates", 0) for r in mine)}
-        out[model] = {"kind": measured[0].get("kind", "infer"), "off": off, "spread": spread(off_rows),
-                      "modes": modes, "by_batch": _by_batch(measured)}
+        for mode in dict.fromkeys([r["mode"] for r in fresh] + list(one)):
+            if mode in OFF_MODES:
+                continue
+            mine = [r for r in fresh if r["mode"] == mode]
+            modes[mode] = {"compile_ratio": _median(mine, "compile_seconds") / off["compile_seconds"]
+                           if mine and off_rows else None,
+                           "procs": len(mine), "same_code": _same_code(mine, off_rows),
+                           "templates": max((r.get("code_summary", {}).get("templates", 0) for r in mine), default=0),
+                           **_step_of(mode, mine, one, off_step)}
+        aa = one.get("off_again")
+        out[model] = {"kind": measured[0].get("kind", "infer"), "off": off, "modes": modes,
+                      "step_source": ONE_PROCESS_SOURCE if one else FRESH_SOURCE,
+                      "spread": (abs(aa["step_ratio"] - 1) if aa else None) if one else
+                      (spread(timed_off) if timed_off else None), "by_batch": _by_batch(measured, bool(one))}
     return out
 
 
-def _by_batch(measured: list[dict]) -> dict:
-    """{batch: {mode: median ms}} of a serving row set (off's code: off and off_again together)."""
+def _step_of(mode: str, fresh: list[dict], one: dict, off_step: float | None) -> dict:
+    """A mode's step ratio to off's: from one process (with its per-round range), else from the medians of
+    fresh processes that timed steps; None where neither measured it."""
+    if one:
+        found = one.get(mode)
+        return {"step_ratio": found["step_ratio"], "step_range": (found["low"], found["high"])} if found else \
+            {"step_ratio": None, "step_range": None}
+    timed = [r for r in fresh if "step_ms" in r]
+    ratio = _median(timed, "step_ms") / off_step if timed and off_step else None
+    return {"step_ratio": ratio, "step_range": None}
+
+
+def _by_batch(measured: list[dict], one: bool) -> dict:
+    """{batch: {mode: median ms}} of a serving row set: from the one-process judging when ``one`` (off its
+    own compile), else from fresh processes (off's code: off and off_again together)."""
     out: dict = {}
-    for r in measured:
-        for batch, ms in (r.get("step_ms_by_batch") or {}).items():
-            mode = "off" if r["mode"] in OFF_MODES else r["mode"]
-            out.setdefault(batch, {}).setdefault(mode, []).append(ms)
+    if one:
+        for r in (r for r in measured if "steps" in r):
+            for mode, fields in r["steps"].items():
+                for batch, ms in (fields.get("step_ms_by_batch") or {}).items():
+                    out.setdefault(batch, {}).setdefault(mode, []).append(ms)
+    else:
+        for r in measured:
+            for batch, ms in (r.get("step_ms_by_batch") or {}).items():
+                mode = "off" if r["mode"] in OFF_MODES else r["mode"]
+                out.setdefault(batch, {}).setdefault(mode, []).append(ms)
     return {b: {m: statistics.median(v) for m, v in modes.items()} for b, modes in out.items()}
+
+
+def step_cell(mode_summary: dict) -> str:
+    """A mode's step ratio, with the range of its per-round ratios where it was judged in one process."""
+    ratio, span = mode_summary["step_ratio"], mode_summary["step_range"]
+    if ratio is None:
+        return "-"
+    return f"{ratio:.3f}" + (f" ({span[0]:.3f}-{span[1]:.3f})" if span else "")
+
+
+def spread_cell(summary: dict) -> str:
+    if summary["spread"] is None:
+        return "-"
+    return ("A/A " if summary["step_source"] == ONE_PROCESS_SOURCE else "") + f"{summary['spread']:.1%}"
 
 
 def _ratio_cell(mode_summary: dict | None) -> str:
     if not mode_summary:
         return "-"
-    return f"{mode_summary['compile_ratio']:.2f} / {mode_summary['step_ratio']:.3f}"
+    return f"{cell(mode_summary['compile_ratio'], '.2f')} / {step_cell(mode_summary)}"
 
 
 def main_table(summary: dict) -> list[str]:
@@ -110,13 +183,13 @@ def main_table(summary: dict) -> list[str]:
         fast_cells = ["-"] * 4
         judged = "not judged (no fast process)"
         if fast:
-            fast_cells = [f"{fast['compile_ratio']:.2f}", f"{fast['step_ratio']:.3f}", fast["same_code"],
+            fast_cells = [cell(fast["compile_ratio"], ".2f"), step_cell(fast), fast["same_code"],
                           str(fast["templates"])]
-            judged = verdict(fast["compile_ratio"], fast["step_ratio"], fast["same_code"], noise)
-        rows.append([model, kind, f"{off['compile_seconds']:.1f}", f"{off['step_ms']:.3f}",
-                     "-" if noise is None else f"{noise:.1%}", f"{off['procs']}/{fast['procs'] if fast else 0}",
+            judged = verdict(fast["compile_ratio"], fast["step_ratio"], fast["same_code"], noise, step_bar(s))
+        rows.append([model, kind, cell(off["compile_seconds"], ".1f"), cell(off["step_ms"], ".3f"), spread_cell(s),
+                     f"{off['procs']}/{fast['procs'] if fast else 0}",
                      *fast_cells, *[_ratio_cell(s["modes"].get(m)) for m in others], judged])
-    text = (0, 1, 5, 8, *range(10, len(header)))  # names, counts "a/b", yes/no, "x / y" cells, the verdict
+    text = (0, 1, 4, 5, 7, 8, *range(10, len(header)))  # names, counts "a/b", ranges, yes/no, "x / y", verdict
     return table(header, rows, text_columns=text)
 
 
@@ -125,7 +198,7 @@ def serving_lines(summary: dict) -> list[str]:
     for model, s in summary.items():
         if not s["by_batch"]:
             continue
-        modes = [m for m in s["modes"]]
+        modes = [m for m in dict.fromkeys(m for times in s["by_batch"].values() for m in times) if m != "off"]
         rows = []
         for batch, times in s["by_batch"].items():
             off = times.get("off")
@@ -134,6 +207,24 @@ def serving_lines(summary: dict) -> list[str]:
         out += ["", f"{model}, step per batch size (in the order called; off's ms, the other modes as x off's):", "",
                 *table(["batch", "off ms", *[f"{m} x" for m in modes]], rows)]
     return out
+
+
+def decode_lines(summary: dict) -> list[str]:
+    """Tokens per second of the models whose step decodes one token per sequence (batch / step time)."""
+    decoding = {m: s for m, s in summary.items() if m in zoo_models.ENTRIES and s["off"]["step_ms"]
+                and zoo_models.ENTRIES[m].phase == "decode" and zoo_models.ENTRIES[m].kind == zoo_models.INFER}
+    if not decoding:
+        return []
+    modes = list(dict.fromkeys(m for s in decoding.values() for m in s["modes"]))
+    rows = []
+    for model, s in decoding.items():
+        batch = zoo_models.ENTRIES[model].batch
+        off = batch / s["off"]["step_ms"] * 1000
+        rows.append([model, str(batch), f"{off:.0f}", *[
+            cell(off / s["modes"][m]["step_ratio"] if m in s["modes"] and s["modes"][m]["step_ratio"] else None, ".0f")
+            for m in modes]])
+    return ["", "Decoding, one token per sequence per step: tokens/s = batch / step time.", "",
+            *table(["model", "batch", "off tokens/s", *[f"{m} tokens/s" for m in modes]], rows)]
 
 
 def failure_lines(rows: list[dict], status: dict | None) -> list[str]:
@@ -180,25 +271,44 @@ def totals_line(summary: dict) -> list[str]:
     judged = {m: s["modes"]["fast"] for m, s in summary.items() if "fast" in s["modes"]}
     if not judged:
         return []
-    met = sum(verdict(f["compile_ratio"], f["step_ratio"], f["same_code"], summary[m]["spread"]).startswith("met")
-              for m, f in judged.items())
+    met = sum(verdict(f["compile_ratio"], f["step_ratio"], f["same_code"], summary[m]["spread"],
+                      step_bar(summary[m])).startswith("met") for m, f in judged.items())
     same = sum(f["same_code"] == "yes" for f in judged.values())
+    compiles = [f["compile_ratio"] for f in judged.values() if f["compile_ratio"] is not None]
+    steps = [f["step_ratio"] for f in judged.values() if f["step_ratio"] is not None]
     return ["", f"Fast mode met both bars on {met} of {len(judged)} models; it generated off's code on {same}. "
-                f"Geomean over models: compile {geomean([f['compile_ratio'] for f in judged.values()]):.2f}x off, "
-                f"step {geomean([f['step_ratio'] for f in judged.values()]):.3f}x off."]
+                f"Geomean over models: compile {geomean(compiles):.2f}x off, step {geomean(steps):.3f}x off."]
+
+
+def method_text(summary: dict) -> str:
+    """How a zoo table's compile and step were measured, the step said per source (one process, fresh
+    processes)."""
+    sources = {s["step_source"] for s in summary.values()}
+    text = ("Compile: each (model, mode) in a fresh process with fresh caches, the wall seconds of every call that "
+            "compiled (recompiles and a lazily compiled backward included); off's is the median over its processes "
+            "(`off` and the control `off_again`), the other modes' medians are given as multiples of off's "
+            "(compile x / step x). ")
+    if ONE_PROCESS_SOURCE in sources:
+        text += ("Step, where the spread reads A/A: every mode of the model compiled in one more fresh process, each "
+                 "inside its own plugin scope with options made distinct (so Dynamo compiles it afresh), then timed "
+                 "there with interleaved windows (rounds of one window of back-to-back calls per mode, the order "
+                 "rotating; CUDA-graph replays on a GPU): step x = the mode's median window over off's in that "
+                 "process, in brackets the range of its per-round ratios; spread = A/A, off compiled once more in "
+                 "that process (`off_again`), its ratio's distance from 1. ")
+    if FRESH_SOURCE in sources:
+        text += ("Step, elsewhere: ms per call, the median of timed windows of back-to-back calls in each mode's own "
+                 "process, medians over processes; spread = range of step times among the processes that ran off's "
+                 "code (max/min - 1). ")
+    return text + "Serving: the geometric mean over its batch sizes."
 
 
 def markdown(rows: list[dict], command: str, status: dict | None = None, note: str | None = None) -> str:
     summary = summarize(rows)
-    lines = [f"Command: `{command}`", "", *([note, ""] if note else []),
-             "Each (model, mode) in a fresh process with fresh caches. Off = max-autotune off; its compile and step "
-             "are medians over its processes (`off` and the control `off_again`), the other modes' medians are given "
-             "as multiples of off's (compile x / step x). Compile = wall seconds of every call that compiled "
-             "(recompiles and a lazily compiled backward included); step = ms per call, the median of timed windows "
-             "of back-to-back calls (CUDA-graph replays on a GPU; serving: the geometric mean over its batch sizes). "
-             "Spread = range of step times among the processes that ran off's code (max/min - 1). Fast = off code: "
-             "the generated code's hash equals off's. Templates: Triton GEMM template kernels in the generated code "
-             f"(0: every GEMM kept aten). Bars: fast compile <= {COMPILE_BAR}x off, step <= {STEP_BAR}x off.", "",
-             *main_table(summary), *totals_line(summary), *serving_lines(summary), *result_lines(rows),
-             *failure_lines(rows, status)]
+    method = (method_text(summary) + " Fast = off code: the generated code's hash equals off's. Templates: Triton GEMM "
+              "template kernels in the generated code (0: every GEMM kept aten). Bars: fast compile <= "
+              f"{COMPILE_BAR}x off, step <= {ONE_PROCESS_STEP_BAR}x off judged in one process, <= {STEP_BAR}x from "
+              "fresh processes.")
+    lines = [f"Command: `{command}`", "", *([note, ""] if note else []), method, "",
+             *main_table(summary), *totals_line(summary), *serving_lines(summary), *decode_lines(summary),
+             *result_lines(rows), *failure_lines(rows, status)]
     return "\n".join(lines) + "\n"

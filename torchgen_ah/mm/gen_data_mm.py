@@ -48,14 +48,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 from torchgen_ah.datagen import device_lock, distributed
 from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
 from torchgen_ah.datagen.device_lock import held_or_nothing
+from torchgen_ah.datagen.fresh_caches import fresh_compile_caches
 from torchgen_ah.datagen.shape_sampler import (
     DEFAULT_MEMORY_LIMIT_BYTES,
     DTYPES,
@@ -343,10 +342,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         if self.device == "cuda":
             _set_tf32(torch, inputs[0].allow_tf32)
         faulty = _injected_faults()
-        cache_dir = tempfile.mkdtemp(prefix="ah_gen_mm_", dir=self._cache_root)
-        saved = {k: os.environ.get(k) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(cache_dir, "triton")
+        caches = contextlib.ExitStack()
+        cache_dir = caches.enter_context(fresh_compile_caches("ah_gen_mm_", self._cache_root))
         seconds = []
         warmup = getattr(args, "warmup_reps", None)
         if warmup is None:
@@ -395,12 +392,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         finally:
             if log_env and logged_path:
                 os.environ[log_env] = logged_path
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            shutil.rmtree(cache_dir, ignore_errors=True)
+            caches.close()
             torch.compiler.reset()
             if self.device == "cuda":
                 with held_or_nothing(lock):  # frees synchronize the device

@@ -1,0 +1,1 @@
+"""The FlexAttention specialisation of the offline tools: its data generator."""
