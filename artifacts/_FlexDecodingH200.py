@@ -26,6 +26,9 @@ _SCORES = {
     5: (1.0, 0.0, 0.0),
     6: (1.0, 0.0, 0.0, 0.0),
 }
+# per leaf: its first choice against the default (aten's): the training inputs where both were timed,
+# their distinct timings, the margin (geomean of the default's time / the choice's) and the spread
+_SUPPORT_KEYS = ("choice", "inputs", "timings", "margin", "spread")
 _SUPPORT = {
 }
 
@@ -114,13 +117,6 @@ class FlexDecodingH200:
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
 
     def support(self, features):
-        """The training data behind this input's leaf, against the default (aten) choice: the leaf's first
-        choice, the inputs where both were timed, their distinct timings, how much faster the first
-        choice was (margin: geomean of the default's time / its time) and how far that varies (spread;
-        None below two inputs). None when the leaf has nothing recorded."""
+        """The training data behind this input's leaf (its first choice against the default), or None."""
         found = _SUPPORT.get(self._leaf(self._features(features)))
-        if found is None:
-            return None
-        choice, inputs, timings, margin, spread = found
-        return {"choice": self.choices[choice], "inputs": inputs, "timings": timings, "margin": margin,
-                "spread": spread}
+        return None if found is None else dict(zip(_SUPPORT_KEYS, (self.choices[found[0]], *found[1:])))

@@ -143,7 +143,7 @@ _SCORES = {
     121: (0.673267, 0.106436, 0.10396, 0.05198, 0.029703, 0.014851, 0.009901, 0.007426, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
     122: (0.935103, 0.022124, 0.017699, 0.014749, 0.007375, 0.00295, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
-# per leaf: its first choice against the default (aten): the training inputs where both were timed,
+# per leaf: its first choice against the default (aten's): the training inputs where both were timed,
 # their distinct timings, the margin (geomean of the default's time / the choice's) and the spread
 _SUPPORT_KEYS = ("choice", "inputs", "timings", "margin", "spread")
 _SUPPORT = {
@@ -756,6 +756,6 @@ class MMRankingH100:
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
 
     def support(self, features):
-        """The training data behind this input's leaf (its first choice against aten), or None."""
+        """The training data behind this input's leaf (its first choice against the default), or None."""
         found = _SUPPORT.get(self._leaf(self._features(features)))
         return None if found is None else dict(zip(_SUPPORT_KEYS, (self.choices[found[0]], *found[1:])))

@@ -99,7 +99,7 @@ def _ranking_table(model: RankingTree) -> list[str]:
 def _support_table(model: RankingTree) -> list[str]:
     """``_SUPPORT``: per leaf, (its first choice, inputs, distinct timings, margin, spread) against the
     default choice (``train_decision.LeafSupport``)."""
-    lines = ["# per leaf: its first choice against the default (aten): the training inputs where both were timed,",
+    lines = ["# per leaf: its first choice against the default (aten's): the training inputs where both were timed,",
              "# their distinct timings, the margin (geomean of the default's time / the choice's) and the spread",
              '_SUPPORT_KEYS = ("choice", "inputs", "timings", "margin", "spread")', "_SUPPORT = {"]
     for leaf in sorted(model.leaf_support):
@@ -210,7 +210,7 @@ class {heuristic_name}:
         return [(self.choices[c], scores[i] if i < n else 0.0) for i, c in enumerate(order)]
 
     def support(self, features):
-        """The training data behind this input's leaf (its first choice against aten), or None."""
+        """The training data behind this input's leaf (its first choice against the default), or None."""
         found = _SUPPORT.get(self._leaf(self._features(features)))
         return None if found is None else dict(zip(_SUPPORT_KEYS, (self.choices[found[0]], *found[1:])))
 '''
