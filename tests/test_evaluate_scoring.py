@@ -218,7 +218,8 @@ def test_compile_cost_autotune_seconds_subtract_max_autotune_off(tmp_path):
     assert (plain["AH_PLUGIN_TOP_K"], plain["AH_PLUGIN_PADDED_CHOICE"]) == ("quality", "off")
     alone = mode_environment("plugin_top1", str(tmp_path), base_env={"AH_PLUGIN_KEEP_ATEN": "1"})[0]
     assert (alone["AH_PLUGIN_TOP_K"], alone["AH_PLUGIN_KEEP_ATEN"], alone["AH_PLUGIN_MIN_CHOICES"]) == ("1", "0", "1")
-    assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm,convolution"  # mm covers addmm (linear layers)
+    # mm covers addmm (linear layers); FlexAttention's ops as a user of it switches them on
+    assert alone["TORCHINDUCTOR_AUTOHEURISTIC_USE"] == "mm,convolution,flex_attention,flex_decoding,flex_attention_backward"
     assert env["TRITON_CACHE_DIR"] != mode_environment("default", str(tmp_path), base_env={})[0]["TRITON_CACHE_DIR"]
     # a *_frozen mode is its base mode with Inductor's freezing, in caches of its own
     frozen, frozen_mode = mode_environment("quality_frozen", str(tmp_path), base_env={})
