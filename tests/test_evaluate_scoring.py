@@ -289,6 +289,7 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     import json
 
     from torchgen_ah.evaluation import e2e_models
+    from torchgen_ah.evaluation.compile_cost import OURS_USE
 
     out = tmp_path / "e2e"
     rc = e2e_models.main(["--out", str(out), "--models", "mlp", "--modes", "off,fast", "--device", "cpu",
@@ -299,7 +300,8 @@ def test_e2e_models_runs_each_mode_in_its_own_process_with_the_plugin_as_asked(t
     assert sorted((r["mode"], r["rep"]) for r in records) == [("fast", 0), ("fast", 1), ("off", 0)]
     rows = {r["mode"]: r for r in records if r["rep"] == 0}
     assert set(rows) == {"off", "fast"}
-    assert rows["fast"]["plugin"] == {"installed": True, "use": ["convolution", "mm"], "top_k": "fast"}
+    assert rows["fast"]["plugin"] == {"installed": True, "use": sorted(OURS_USE.split(",")),
+                                     "top_k": "fast"}
     assert rows["off"]["plugin"]["use"] == []
     assert all(r["compile_seconds"] > 0 and r["step_ms"] > 0 and r["rep"] == 0 for r in rows.values())
     assert all(r["steps_per_window"] >= e2e_models.MIN_STEPS_PER_WINDOW for r in rows.values())
