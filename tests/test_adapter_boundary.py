@@ -175,9 +175,28 @@ def _modules(root: str, package: str) -> dict[str, tuple[str, bool]]:
     return out
 
 
+def _looked_up(node: ast.AST) -> str | None:
+    """The module a ``sys.modules`` lookup names (``sys.modules["p.x"]``, ``sys.modules.get("p.x")``): a
+    module reached without an import statement still depends on it, and closes a circle all the same."""
+    if isinstance(node, ast.Subscript) and _chain_text(node.value) == "sys.modules":
+        return _text(node.slice)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop") \
+            and _chain_text(node.func.value) == "sys.modules" and node.args:
+        return _text(node.args[0])
+    return None
+
+
+def _chain_text(node: ast.AST) -> str:
+    return ".".join(_chain(node)) if isinstance(node, ast.Attribute) else ""
+
+
 def _imported(module: str, is_package: bool, node: ast.AST, modules) -> list[str]:
     """The modules one import statement names, relative ones resolved: ``from p import x`` names the module
-    ``p.x`` where there is one, else ``p`` (``x`` is then one of its attributes)."""
+    ``p.x`` where there is one, else ``p`` (``x`` is then one of its attributes). A ``sys.modules`` lookup
+    names the module it looks up."""
+    looked_up = _looked_up(node)
+    if looked_up is not None:
+        return [looked_up]
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if not isinstance(node, ast.ImportFrom):
@@ -254,6 +273,14 @@ def test_no_import_circle_among_the_plugins_modules():
     assert circle is None, "an import circle (function-level imports count):\n" + _described(graph, circle)
 
 
+def test_ah_plugins_top_level_has_at_most_twelve_modules():
+    """One module or subpackage per stage at the top (docs/ARCHITECTURE.md's module map)."""
+    top = sorted(name for name in os.listdir(os.path.join(REPO, PACKAGE))
+                 if (name.endswith(".py") and name != "__init__.py")
+                 or os.path.isfile(os.path.join(REPO, PACKAGE, name, "__init__.py")))
+    assert 6 <= len(top) <= 12, top
+
+
 def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
     """A package whose circle runs through a relative import and an import inside a function."""
     files = {"pkg/__init__.py": "from . import a\n",
@@ -261,7 +288,9 @@ def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
              "pkg/sub/__init__.py": "",
              "pkg/sub/b.py": "def later():\n    from .. import c\n    return c\n",
              "pkg/c.py": "import pkg.a\nimport os\n",
-             "pkg/d.py": "from pkg import a\nfrom pkg.sub import b\n"}
+             "pkg/d.py": "from pkg import a\nfrom pkg.sub import b\n",
+             "pkg/e.py": "import sys\ndef later():\n    return sys.modules.get('pkg.d')\n",
+             "pkg/f.py": "import sys\nm = sys.modules['pkg.e']\n"}
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(textwrap.dedent(text))
@@ -269,5 +298,7 @@ def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
     assert graph["pkg.d"] == {"pkg.a": os.path.join("pkg", "d.py") + ":1",
                               "pkg.sub.b": os.path.join("pkg", "d.py") + ":2"}
     assert graph["pkg.sub.b"] == {"pkg.c": os.path.join("pkg", "sub", "b.py") + ":2"}
+    assert graph["pkg.e"] == {"pkg.d": os.path.join("pkg", "e.py") + ":3"}  # sys.modules lookups count
+    assert graph["pkg.f"] == {"pkg.e": os.path.join("pkg", "f.py") + ":2"}
     assert find_circle(graph) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
     assert find_circle(_without(graph, {("pkg.c", "pkg.a")})) is None

@@ -129,7 +129,7 @@ def test_the_installed_hook_emits_the_benchmark_source_only_where_it_may(remembe
     from torch._inductor.codegen.triton import TritonScheduling
     from torch._inductor.virtualized import V
 
-    from ah_plugin import inductor as adapter
+    from ah_plugin.inductor import adapter as adapter
 
     was_installed = "emit" in compile_once._saved
     compile_once.uninstall()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import torchgen_ah  # noqa: F401 - puts the finder for the older names in place
-from ah_plugin import console
+from ah_plugin.report import console
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "ah-plugin"

@@ -54,7 +54,7 @@ def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries
     mode) it fuses, under no plan; the margin is gone from the scheduler afterwards; a pair without a
     multi-template node, and an error in Inductor's decision, go to Inductor once, untouched."""
     from ah_plugin.inductor.patches import fusion_timing
-    import ah_plugin.inductor as adapter
+    import ah_plugin.inductor.adapter as adapter
 
     seen, calls = [], []
 
@@ -109,7 +109,7 @@ def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries
 
 
 def test_the_fusion_decision_is_wrapped_while_the_plugin_is_installed_and_restored_after():
-    import ah_plugin.inductor as adapter
+    import ah_plugin.inductor.adapter as adapter
 
     was_installed = adapter.is_installed()
     adapter.uninstall()

@@ -127,9 +127,9 @@ def test_the_choices_handler_composes_with_other_handlers():
     if registered:
         inductor_choices.register_inductor_choices("test_other_a", Other)
         inductor_choices.register_inductor_choices("test_other_b", Other)
-    from ah_plugin import inductor
+    from ah_plugin.inductor import adapter
 
-    installed_before = inductor.is_installed()  # an earlier test of this process may have switched it on
+    installed_before = adapter.is_installed()  # an earlier test of this process may have switched it on
     try:
         with ah_plugin.enabled(use=["mm"]):
             assert plugin_choices.hook_owner() == "PluginChoices"
@@ -146,7 +146,7 @@ def test_the_choices_handler_composes_with_other_handlers():
 
 def test_a_builtin_op_this_torch_dropped_is_named():
     """Torch 2.15's built-in AutoHeuristic has no mixed_mm: naming it must not be silently ignored."""
-    from ah_plugin import settings
+    from ah_plugin.config import settings
     from ah_plugin.inductor.patches import builtin_autoheuristic
 
     requested = settings.builtin_only_requested({settings.ENV_USE: "mm,mixed_mm", settings.ENV_COLLECT: "pad_mm"})

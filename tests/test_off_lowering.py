@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ah_plugin import features, log_format
+from ah_plugin.collect import features, log_format
 from torchgen_ah.training import train_generic
 
 pytestmark = pytest.mark.slow
@@ -109,7 +109,7 @@ def test_every_gemm_lowering_the_running_torch_has_is_wrapped():
 def test_the_convolutions_backward_is_planned_by_the_names_it_autotunes_under(variables, expected):
     """The convolution's backward lowering autotunes as convolution_bwd_weight and _input: fast mode lowers
     it as off, unless one of those names is collected or used, when Inductor's own lowering stands."""
-    program = ("import ah_plugin, ah_plugin.inductor as adapter\n"
+    program = ("import ah_plugin, ah_plugin.inductor.adapter as adapter\n"
                "ah_plugin.require_active_from_environment()\n"
                "print(repr(adapter._lowering_plan('convolution_backward')))\n")
     assert _last_line(program, **variables) == repr(expected), variables

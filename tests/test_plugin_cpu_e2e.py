@@ -22,7 +22,8 @@ import json, os, sys, warnings
 warnings.simplefilter("always")
 import torch
 import ah_plugin
-from ah_plugin import inductor, registry
+from ah_plugin.inductor import adapter as inductor
+from ah_plugin.policy import registry
 
 assert inductor.is_installed(), "env var did not switch the plugin on"
 import torch._inductor.config as ic

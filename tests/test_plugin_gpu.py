@@ -32,7 +32,8 @@ def run(m, k, n, transpose=False):
 
 PLUGIN = COMPILE + r'''
 import ah_plugin
-from ah_plugin import inductor, registry
+from ah_plugin.inductor import adapter as inductor
+from ah_plugin.policy import registry
 class Recorder:
     op_names = {"mm"}
     def __init__(self): self.seen = []

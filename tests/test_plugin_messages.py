@@ -11,11 +11,12 @@ import warnings
 
 import pytest
 
-from ah_plugin import cpu_gemm, decision_words, env_names, env_values, settings
-from ah_plugin.collector import CollectStats
-from ah_plugin.exit_summary import summary_line
+from ah_plugin.report import cpu_gemm, decision_words
+from ah_plugin.config import env_names, env_values, settings
+from ah_plugin.collect.collector import CollectStats
+from ah_plugin.report.exit_summary import summary_line
 from ah_plugin.policy import AutotuneRequest
-from ah_plugin.ranking import RankingPolicy, UseStats
+from ah_plugin.use.ranking import RankingPolicy, UseStats
 
 
 def test_the_cpu_gemm_message_says_what_was_asked_and_what_to_set():

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from ah_plugin import artifact_loader
+from ah_plugin.use import artifact_loader
 from ah_plugin import demo
 
 pytestmark = pytest.mark.slow

@@ -6,13 +6,13 @@ timings afterwards (``feedback``).
   code yet): the search space is widened, ids are put on the candidates, and the first policy with an
   opinion prunes them. One kept candidate means Inductor benchmarks nothing; aten alone means no
   template is compiled either. A CPU mm that arrives with aten alone is not autotuned at all
-  (``ah_plugin.cpu_gemm`` says once what to set instead).
+  (``ah_plugin.report.cpu_gemm`` says once what to set instead).
 * ``preprocess`` (Inductor's preprocessing function, every autotuning, the CPU's ``packed_linear``
   included): prunes what no pre-codegen hook saw, runs the numerical check a policy asks for, and puts
   the benchmark plan on the candidates (CUDA-graph replay timing, TunableOp limits).
 * ``feedback`` (Inductor's feedback saver): every candidate's time goes to the policies, and the aten
   margin is applied to the timings Inductor picks its winner from: a template wins over aten only when
-  it is faster by ``AH_PLUGIN_ATEN_MARGIN`` (``ah_plugin.aten_margin``). Torch 2.13's
+  it is faster by ``AH_PLUGIN_ATEN_MARGIN`` (``ah_plugin.use.aten_margin``). Torch 2.13's
   ``InductorChoices.override_best_choice`` is not used for this: Inductor does not call it on the
   multi-template path that max-autotune GEMMs take on the GPU (the benchmark-epilogue-fusion path),
   and torch 2.11 has no such hook; feedback savers run before the winner is taken on both paths.
@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import torch._inductor.config as inductor_config
 
-from .. import aten_margin, cpu_gemm, decision_words, registry, settings
+from ..use import aten_margin
+from ..report import cpu_gemm, decision_words
+from ..policy import registry
+from ..config import settings
 from ..policy import AutotuneRequest
 from ..replay_timing import METHOD_REPLAY
 from . import numerical_check, padded_choice, wide_space
 from .patches import benchmarker, compile_once, lowerings, selector_frame
-from ..ranking import is_aten_choice
+from ..use.ranking import is_aten_choice
 from .requests import build_request, caller_ids, ktc_ids
 
 ID_ANNOTATION = "ah_plugin_id"

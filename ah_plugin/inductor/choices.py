@@ -19,7 +19,8 @@ from torch._inductor import choices as inductor_choices
 from torch._inductor.choices import InductorChoices
 from torch._inductor.virtualized import V
 
-from .. import registry, settings
+from ..policy import registry
+from ..config import settings
 from . import autotune, contract
 
 _state = {"installed": False, "nonce": ""}

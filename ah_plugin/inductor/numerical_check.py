@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch._inductor.select_algorithm import AlgorithmSelectorCache
 
-from .. import registry
+from ..policy import registry
 from ..policy import AutotuneRequest
 from .requests import is_extern_caller
 

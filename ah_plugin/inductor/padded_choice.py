@@ -40,7 +40,8 @@ try:  # torch 2.14 moved the template heuristics (the old module a shim that say
 except ImportError:  # torch 2.11 and 2.13
     from torch._inductor.template_heuristics.params import DictKernelTemplateParams
 
-from .. import choice_ids, registry
+from ..use import choice_ids
+from ..policy import registry
 
 TEMPLATE_NAME = choice_ids.PADDED_CHOICE_NAME
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)

@@ -18,7 +18,7 @@ User files are never replaced: a results file that is a symbolic link is written
 the temporary file and the side files lie beside the file it points to, so the link stays a link and
 every name of one file shares one lock); a file that is not a results file is refused (`RefusedFile`),
 never moved or written; side files (`.unreadable`, `.rejected`, `.lock`) are never opened through a
-link. A write that fails part way is cut back to the last whole line (`ah_plugin.whole_lines`).
+link. A write that fails part way is cut back to the last whole line (`ah_plugin.collect.whole_lines`).
 
 Cost: an append reads the file's first lines only (its validators), whatever its size.
 
@@ -34,7 +34,7 @@ import secrets
 import warnings
 from contextlib import contextmanager
 
-from ah_plugin import whole_lines
+from ah_plugin.collect import whole_lines
 
 from .results_format import (  # noqa: F401 - the file's API, one import for callers
     DEFAULT_SOLUTION,

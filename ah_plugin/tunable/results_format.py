@@ -30,7 +30,7 @@ import re
 import string
 from dataclasses import dataclass, field
 
-from .. import messages
+from ..report import messages
 from . import params as P
 
 DEFAULT_SOLUTION = "Default"

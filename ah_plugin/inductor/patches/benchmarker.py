@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import torch
 from torch._inductor.runtime import benchmarking
 
-from ... import registry
+from ...policy import registry
 from .. import contract
 from ...replay_timing import DEFAULT_REPLAYS, DEFAULT_TARGET_MS, METHOD_PER_CALL, METHOD_REPLAY, \
     ReplayTimingError

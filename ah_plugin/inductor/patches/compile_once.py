@@ -32,7 +32,7 @@ import re
 
 import torch._inductor.config as inductor_config
 
-from ... import registry
+from ...policy import registry
 from .. import contract
 
 _MAX_REMEMBERED = 512  # benchmark modules remembered at most (oldest dropped): a few per kept GEMM

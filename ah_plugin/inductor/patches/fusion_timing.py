@@ -14,7 +14,7 @@ decision times itself (the neighbour alone, the fused kernel) is timed by replay
 plan (``patches/benchmarker.py``), like the GEMM's candidates. The fused kernel's time, as the scheduler's
 ``benchmark_codegened_module`` returns it to the decision, counts ``1 + aten margin`` times: a fused template
 replaces the fastest choice plus its separate kernel only when it is faster by the margin, the never-slower
-rule of the GEMM's own autotuning (``ah_plugin.aten_margin``) applied to the group. The margin is applied on
+rule of the GEMM's own autotuning (``ah_plugin.use.aten_margin``) applied to the group. The margin is applied on
 the scheduler instance for the length of the decision only, so the time Inductor keeps in its
 ``.kernel_perf`` file beside the fused kernel's code is the replayed time, unscaled. Such a file from an
 earlier compile in the same cache folder is read instead of timing again, by whichever method wrote it.
@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from ... import registry
+from ...policy import registry
 from .. import contract
 from . import benchmarker
 

@@ -36,7 +36,7 @@ import logging
 import torch._inductor as inductor_package
 import torch._inductor.config as inductor_config
 
-from ... import verbose_output
+from ...report import verbose_output
 from .. import contract
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,8 @@ import torch
 from torch._inductor import config as inductor_config
 from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 
-from ... import registry, settings
+from ...policy import registry
+from ...config import settings
 from .. import contract
 from ...policy import AutotuneRequest
 from ...replay_timing import METHOD_REPLAY

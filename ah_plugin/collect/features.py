@@ -20,7 +20,7 @@ metadata line, which keeps upstream's keys).
 
 from __future__ import annotations
 
-from .replay_timing import METHOD_REPLAY
+from ..replay_timing import METHOD_REPLAY
 
 MM_LIKE_OPS = ("mm", "addmm", "bmm")
 BIAS_COLUMNS = ("bias_stride_0", "bias_stride_1")

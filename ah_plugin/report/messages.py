@@ -19,7 +19,7 @@ import warnings
 
 PREFIX = "ah_plugin: "
 
-_OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the whole package
 
 
 def prefixed(message: str) -> str:

@@ -9,7 +9,7 @@ choose from, so COLLECT=mm would log nothing and USE=mm prune nothing, silently.
 
 from __future__ import annotations
 
-from . import registry
+from ..policy import registry
 
 GEMMS = frozenset({"mm", "addmm"})
 FIX = ("On the CPU, Inductor autotunes a GEMM only when its weight is a constant: set "

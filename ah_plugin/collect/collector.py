@@ -18,9 +18,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from . import decision_words, features, log_format, messages, settings
-from .policy import AutotuneRequest
-from .verbose_output import say
+from ..report import decision_words, messages
+from . import features, log_format
+from ..config import settings
+from ..policy import AutotuneRequest
+from ..report.verbose_output import say
 
 log = logging.getLogger(__name__)
 

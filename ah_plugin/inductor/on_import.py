@@ -20,7 +20,7 @@ import sys
 import threading
 
 # torch's modules, and the plugin's adapter, which imports Inductor itself: a call waits for the outermost
-WATCHED = ("torch.", "ah_plugin.inductor")
+WATCHED = ("torch.", "ah_plugin.inductor.")
 INDUCTOR = "torch._inductor"
 _COMPANIONS = (INDUCTOR, "torch._dynamo")  # imported into each other: both complete before the call
 

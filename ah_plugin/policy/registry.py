@@ -14,12 +14,11 @@ Messages: verbose ones go through ``verbose_output.say`` on this package's logge
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 
-from . import settings
-from .messages import warn
-from .verbose_output import say
+from ..config import settings
+from ..report.messages import warn
+from ..report.verbose_output import say
 
 log = logging.getLogger("ah_plugin")
 
@@ -83,8 +82,8 @@ def call_policy(policy, method: str, *args):
 
 
 def register_policy(policy, position: int = POSITION_HEURISTIC):
-    """Add ``policy``; lower positions are asked first. Registering it again moves it. Switches the
-    Inductor adapter on (a failure there warns and leaves the plugin inactive). Returns the policy.
+    """Add ``policy``; lower positions are asked first. Registering it again moves it. Returns the policy.
+    The adapter asks the registered policies once its hooks are in (``ah_plugin.register_policy`` does both).
 
     A policy may carry ``op_names`` (or ``ops``): it is then asked only for those ops (None: all)."""
     with _lock:
@@ -92,12 +91,6 @@ def register_policy(policy, position: int = POSITION_HEURISTIC):
         _counter[0] += 1
         _policies.append((int(position), _counter[0], policy))
         _policies.sort(key=lambda entry: (entry[0], entry[1]))
-    try:
-        # the plugin's front installs the adapter (importing the registry must not import Inductor); looked up,
-        # not imported: the package is imported before any of its modules, and the adapter imports this one
-        sys.modules["ah_plugin"].install_hooks()
-    except Exception as exc:  # never break the caller (often an import at startup)
-        warn_once("install", f"could not install the Inductor hooks ({exc!r}); plugin inactive")
     return policy
 
 

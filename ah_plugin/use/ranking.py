@@ -51,11 +51,13 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-from ah_plugin import artifact_loader, decision_words, features, l2_residency, messages
-from ah_plugin.choice_ids import PADDED_CHOICE_ID
+from ah_plugin.use import artifact_loader, l2_residency
+from ah_plugin.report import decision_words, messages
+from ah_plugin.collect import features
+from ah_plugin.use.choice_ids import PADDED_CHOICE_ID
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import METHOD_REPLAY
-from ah_plugin.verbose_output import say
+from ah_plugin.report.verbose_output import say
 
 # bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
 # 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way; 6: quality
@@ -122,7 +124,7 @@ class UseOptions:
     def from_environment(cls, environ=None, **explicit) -> "UseOptions":
         """The plugin's settings (defaults, API values, environment on top; see ``settings``), then
         non-None ``explicit`` values."""
-        from ah_plugin import settings
+        from ah_plugin.config import settings
 
         current = settings.current(environ)
         values = {
@@ -634,7 +636,7 @@ def default_policy(ops=None) -> RankingPolicy:
     """The process-wide USE policy, rebuilt when the ops, the options (top k, ...) or the artifact
     directory in the settings changed (``install``/``enabled`` with other arguments must take effect)."""
     global _default_policy
-    from ah_plugin import settings
+    from ah_plugin.config import settings
 
     options = UseOptions.from_environment()
     artifact_dir = settings.current().artifact_dir
