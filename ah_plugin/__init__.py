@@ -62,11 +62,12 @@ def register_policy(policy, position: int | None = None):
     them in warns and leaves the policy registered but not asked. Returns the policy."""
     from .inductor import adapter
     from .policy import registry
+    from .report.messages import warn_once
 
     try:
         adapter.install()
     except Exception as exc:  # never break the caller (often an import at startup)
-        registry.warn_once("install", f"could not install the Inductor hooks ({exc!r}); plugin inactive")
+        warn_once("install", f"could not install the Inductor hooks ({exc!r}); plugin inactive")
     return registry.register_policy(policy, registry.POSITION_HEURISTIC if position is None else position)
 
 
@@ -112,9 +113,9 @@ def _install_on_inductor_import() -> None:
     try:
         _install_from_environment()
     except Exception as exc:
-        from .policy import registry
+        from .report.messages import warn_once
 
-        registry.warn_once("activate", f"not activated ({exc!r}); torch runs without it")
+        warn_once("activate", f"not activated ({exc!r}); torch runs without it")
 
 
 def _exit_line_if_verbose() -> None:

@@ -159,6 +159,70 @@ def test_the_check_passes_public_names_and_prose(code):
     assert private_uses(code) == []
 
 
+# --------------------------------------------------------------------------- frame walks and policy probes
+
+_FRAME_CALLS = frozenset({"_getframe", "currentframe", "stack", "getouterframes", "getinnerframes", "trace",
+                          "extract_stack", "walk_stack", "format_stack", "print_stack"})
+
+
+def frame_walks(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every look at the call stack in ``source``: ``sys._getframe``, ``inspect.stack`` and
+    friends, ``traceback.extract_stack``, a frame's ``f_back``/``f_locals``. The plugin learns what it needs
+    from the seams Inductor calls it through, never from a caller's frame."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            chain = _chain(node)
+            if chain[-1] in ("f_back", "f_locals") or (
+                    len(chain) >= 2 and chain[-2] in ("sys", "inspect", "traceback") and chain[-1] in _FRAME_CALLS):
+                found.add((node.lineno, ".".join(chain)))
+    return sorted(found)
+
+
+def policy_probes(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every ``getattr``/``hasattr`` on a policy: the adapter calls the methods of
+    ``ChoicePolicy``, which every policy has."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and _called(node.func) in ("getattr", "hasattr") and node.args:
+            target = node.args[0]
+            name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+            if "polic" in name.lower():
+                found.add((node.lineno, f"{_called(node.func)}({name}, ...)"))
+    return sorted(found)
+
+
+def _plugin_sources():
+    for folder, dirs, files in os.walk(os.path.join(REPO, PACKAGE)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                yield os.path.relpath(path, REPO), f.read()
+
+
+def test_the_plugin_walks_no_frames_and_probes_no_policy():
+    walks, probes = [], []
+    for path, source in _plugin_sources():
+        walks += [f"{path}:{line}: {what}" for line, what in frame_walks(source)]
+        probes += [f"{path}:{line}: {what}" for line, what in policy_probes(source)]
+    assert not walks, "a frame walk (take what is needed from the seam's own arguments or session):\n" + "\n".join(walks)
+    assert not probes, "a probe of a policy (ChoicePolicy defines every method):\n" + "\n".join(probes)
+
+
+@pytest.mark.parametrize("code, walks, probes", [
+    ("frame = sys._getframe(2)", 1, 0),
+    ("import inspect\nfor f in inspect.stack(): pass", 1, 0),
+    ("up = frame.f_back.f_locals", 1, 0),
+    ("traceback.extract_stack()", 1, 0),
+    ("fn = getattr(policy, 'select', None)", 0, 1),
+    ("if hasattr(self.policy, 'cache_key'): pass", 0, 1),
+    ("names = getattr(module, 'op_names', None)\ntraceback.format_exc()", 0, 0),
+])
+def test_the_frame_and_probe_checks_see_what_they_look_for(code, walks, probes):
+    assert (bool(frame_walks(code)), bool(policy_probes(code))) == (bool(walks), bool(probes))
+
+
 # --------------------------------------------------------------------------- import circles
 
 def _modules(root: str, package: str) -> dict[str, tuple[str, bool]]:

@@ -737,7 +737,7 @@ RUN = PRELUDE + textwrap.dedent(
     import os, time, warnings
     warnings.simplefilter("always")
     import ah_plugin
-    from ah_plugin.policy import registry
+    from ah_plugin.policy import ChoicePolicy, registry
     from ah_plugin.tunable import results_file as F
 
     cfg = json.loads(sys.argv[1])
@@ -758,7 +758,7 @@ RUN = PRELUDE + textwrap.dedent(
             y = torch.compile(module, mode="max-autotune-no-cudagraphs", dynamic=False)(x)
             return bool(torch.allclose(y, x @ module.w, atol=1e-4, rtol=1e-4))
 
-    class StopBeforeRecording:
+    class StopBeforeRecording(ChoicePolicy):
         # asked first after benchmarking: holds the compile of one shape until the test kills the process
         op_names = {"packed_linear"}
         def __init__(self, m):

@@ -24,7 +24,7 @@ CHILD = r'''
 import json, sys, torch
 import ah_plugin
 from ah_plugin.inductor import adapter as inductor
-from ah_plugin.policy import registry
+from ah_plugin.policy import ChoicePolicy, registry
 from ah_plugin.inductor import compile_tools
 ah_plugin.require_active_from_environment()
 inductor.install()
@@ -32,7 +32,7 @@ records = []
 compile_tools.observe_autotunings(records)
 spec = json.loads(sys.argv[1])
 if spec.get("policy_keep_two"):
-    class KeepTwo:
+    class KeepTwo(ChoicePolicy):
         op_names = {"mm"}
         def select(self, request):
             triton = [c for c in request.candidates if c.startswith("type=triton")]

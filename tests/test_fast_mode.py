@@ -182,11 +182,11 @@ def test_an_artifact_from_replay_timed_data_is_trusted_by_fast_mode(tmp_path):
 
 MODE_PROBE = r'''
 import json, torch
-from ah_plugin.inductor.patches.mode_options import FUSED_BENCHMARKS  # the option's name on this torch
+from ah_plugin.inductor.patches.mode_options import fused_benchmarks_entry  # the option's name on this torch
 wrapper = torch._TorchCompileInductorWrapper("max-autotune", None, False)  # what torch.compile(mode=...) builds
 options = {k: wrapper.config.get(k) for k in ("max_autotune", "max_autotune_gemm", "coordinate_descent_tuning",
                                             "triton.cudagraphs", "triton.enable_persistent_tma_matmul")}
-options["fused_benchmarks"] = wrapper.config.get(FUSED_BENCHMARKS)
+options["fused_benchmarks"] = wrapper.config.get(fused_benchmarks_entry())
 print(json.dumps(options))
 '''
 

@@ -127,7 +127,7 @@ CHILD = r'''
 import json, sys, torch
 import ah_plugin
 from ah_plugin.inductor import adapter as inductor
-from ah_plugin.policy import registry
+from ah_plugin.policy import ChoicePolicy, registry
 from ah_plugin.use.choice_ids import PADDED_CHOICE_ID
 from ah_plugin.inductor import compile_tools
 from torch._inductor.utils import run_and_get_code
@@ -137,7 +137,7 @@ records, timings = [], []
 compile_tools.observe_autotunings(records)
 compile_tools.on_timings(lambda name, times: timings.append(times))
 if sys.argv[1].startswith("padded_"):  # a policy that keeps the padded candidate alone: it must run, and be right
-    class PaddedOnly:
+    class PaddedOnly(ChoicePolicy):
         op_names = {"mm"}
         def select(self, request):
             return [c for c in request.candidates if c == PADDED_CHOICE_ID] or None

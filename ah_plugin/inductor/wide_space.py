@@ -14,7 +14,7 @@ import torch._inductor.config as inductor_config
 from torch._inductor.select_algorithm import TritonTemplate
 
 from ..use import choice_ids
-from ..policy import registry
+from ..report.verbose_output import verbose
 from ..collect import search_space
 from .requests import build_request, device_metadata, ktc_ids
 
@@ -47,5 +47,5 @@ def widened(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrides, c
         feats = build_request(op_name, kernel_inputs.nodes(), [], "pre_codegen").features
         picked = set(search_space.sample(sorted(cid for cid, _ in candidates), current.search_sample, feats))
         candidates = [(cid, ktc) for cid, ktc in candidates if cid in picked]
-    registry.verbose(f"{op_name}: search space adds {len(candidates)} configs to {len(ktcs)}")
+    verbose(f"{op_name}: search space adds {len(candidates)} configs to {len(ktcs)}")
     return list(ktcs) + [ktc for _, ktc in candidates]

@@ -9,7 +9,7 @@ choose from, so COLLECT=mm would log nothing and USE=mm prune nothing, silently.
 
 from __future__ import annotations
 
-from ..policy import registry
+from .messages import warn_once
 
 GEMMS = frozenset({"mm", "addmm"})
 FIX = ("On the CPU, Inductor autotunes a GEMM only when its weight is a constant: set "
@@ -42,4 +42,4 @@ def note_not_autotuned(op_name: str, current) -> None:
     if not asked_about(op_name, current):
         return
     counts["not_autotuned"] += 1
-    registry.warn_once("cpu_gemm_not_autotuned", message(op_name, current))
+    warn_once("cpu_gemm_not_autotuned", message(op_name, current))

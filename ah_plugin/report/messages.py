@@ -1,13 +1,13 @@
 """What the plugin says to a user: one prefix on every line, and warnings shown at the user's own line.
 
-Every message, verbose line or warning, starts with ``PREFIX`` (``prefixed``). A warning is attributed to
-the first frame of the call stack outside the plugin, torch and the standard library, as ``stacklevel``
-would be if its depth were known: the user's ``import torch``, ``torch.compile`` call or compiled model's
-call. Python then shows that file and line and the user's source line under the message, never the
-plugin's own code. Nothing global changes: the warning goes through ``warnings.warn_explicit`` with that
-frame's module and registry, so the user's filters (``-W``, ``filterwarnings``) and display apply as to
-any warning. A stack with no such frame (a compile worker thread) names the main script, at line 0 (no
-source line shown). Standard library only.
+Every message, verbose line or warning, starts with ``PREFIX`` (``prefixed``). On Python 3.12 and newer a
+warning is attributed to the first frame of the call stack outside the plugin, torch and the standard
+library (``warnings.warn``'s ``skip_file_prefixes``): the user's ``import torch``, ``torch.compile`` call or
+compiled model's call, so Python shows that file and line and the user's source line under the message,
+never the plugin's own code. Older Pythons have no such option and the plugin walks no frames itself: there
+a warning names the main script, at line 0 (no source line shown). Nothing global changes: the user's
+filters (``-W``, ``filterwarnings``) and display apply as to any warning. ``warn_once`` says a warning once
+per key per process. Standard library only.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import threading
 import warnings
 
 PREFIX = "ah_plugin: "
 
 _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the whole package
+SKIPS_FILES = sys.version_info >= (3, 12)  # warnings.warn(skip_file_prefixes=...)
 
 
 def prefixed(message: str) -> str:
@@ -39,29 +41,26 @@ def _skipped_folders() -> tuple[str, ...]:
     return tuple(folders)
 
 
-def _user_frame():
-    """The innermost frame outside the plugin, torch and the standard library; None when there is none."""
-    skipped = _skipped_folders()
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith("<frozen ") and not os.path.abspath(filename).startswith(skipped):
-            return frame
-        frame = frame.f_back
-    return None
-
-
 def warn(message: str, category=UserWarning) -> None:
     """Warn with ``message`` (prefixed), shown at the user's line (see the module docstring)."""
     text = prefixed(message)
-    frame = _user_frame()
-    if frame is None:
-        main = sys.modules.get("__main__")
-        filename = getattr(main, "__file__", None) or "__main__"
-        warnings.warn_explicit(text, category, filename, 0, module="__main__",
-                               registry=getattr(main, "__dict__", {}).setdefault("__warningregistry__", {}))
+    if SKIPS_FILES:
+        warnings.warn(text, category, stacklevel=2, skip_file_prefixes=_skipped_folders())
         return
-    globals_ = frame.f_globals  # as warnings.warn does for the frame it names (no loader asked for source)
-    warnings.warn_explicit(text, category, frame.f_code.co_filename, frame.f_lineno,
-                           module=globals_.get("__name__", "__main__"),
-                           registry=globals_.setdefault("__warningregistry__", {}))
+    main = sys.modules.get("__main__")
+    filename = getattr(main, "__file__", None) or "__main__"
+    warnings.warn_explicit(text, category, filename, 0, module="__main__",
+                           registry=getattr(main, "__dict__", {}).setdefault("__warningregistry__", {}))
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(key, message: str, category=RuntimeWarning) -> None:
+    """``warn``, once per ``key`` per process (errors inside a compile must be visible, not noisy)."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warn(message, category)

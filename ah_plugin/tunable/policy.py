@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from ah_plugin.use import aten_margin
-from ah_plugin.policy import AutotuneRequest
+from ah_plugin.policy import AutotuneRequest, ChoicePolicy
 
 from . import params as P
 from . import results_file as F
@@ -66,7 +66,7 @@ def request_key(request: AutotuneRequest) -> P.GemmParams | None:
     return P.from_request(request.op_name, request.features, request.tensors)
 
 
-class TunableCachePolicy:
+class TunableCachePolicy(ChoicePolicy):
     """Stateless front of the process-wide `ResultsStore`."""
 
     name = "tunable"
