@@ -11,7 +11,7 @@ Switch-on without code: ``TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=mm`` / ``TORCHINDU
     with ah_plugin.enabled(use=["mm"]):                    # for a scope
         ...
 
-**Environment variables win over the values given here** (ah_plugin/settings.py, docs/plugin.md).
+**Environment variables win over the values given here** (ah_plugin/config/settings.py, docs/plugin.md).
 Importing this package is cheap, and so is switching on from the environment: the hooks go into Inductor
 when torch first imports it (``on_inductor_import``). ``install`` imports Inductor at once.
 """
@@ -29,16 +29,17 @@ _OURS: dict = {}  # role -> policy this module registered ("collector", "ranking
 def _sync_policies() -> None:
     """Register/unregister our own policies to match the effective settings."""
     # lazy imports throughout this module: ``import ah_plugin`` (and so ``import torch``) stays cheap
-    from . import registry, settings
+    from .policy import registry
+    from .config import settings
 
     current = settings.current()
     wanted = {}
     if current.collect:
-        from .collector import default_collector
+        from .collect.collector import default_collector
 
         wanted["collector"] = (default_collector(), registry.POSITION_COLLECTOR)
     if current.use:
-        from .ranking import default_policy
+        from .use.ranking import default_policy
 
         wanted["ranking"] = (default_policy(ops=current.use_ops), registry.POSITION_HEURISTIC)
     if current.tunable:
@@ -55,35 +56,51 @@ def _sync_policies() -> None:
             _OURS[role] = policy
 
 
-def install_hooks() -> None:
-    """The Inductor adapter's hooks in (idempotent): what registering a policy needs."""
-    from . import inductor
+def register_policy(policy, position: int | None = None):
+    """Ask ``policy`` (an ``ah_plugin.policy.ChoicePolicy``) at every autotuning from now on, at ``position``
+    (lower first; default: beside the learned ranking), the adapter's hooks put in first. A failure to put
+    them in warns and leaves the policy registered but not asked. Returns the policy."""
+    from .inductor import adapter
+    from .policy import registry
+    from .report.messages import warn_once
 
-    inductor.install()
+    try:
+        adapter.install()
+    except Exception as exc:  # never break the caller (often an import at startup)
+        warn_once("install", f"could not install the Inductor hooks ({exc!r}); plugin inactive")
+    return registry.register_policy(policy, registry.POSITION_HEURISTIC if position is None else position)
+
+
+def unregister_policy(policy) -> bool:
+    """Stop asking ``policy``; True when it was registered."""
+    from .policy import registry
+
+    return registry.unregister_policy(policy)
 
 
 def activate_from_environment() -> None:
     """What the ``torch.backends`` entry point calls when a plugin variable is set: the settings are read
     now (a bad value warns at ``import torch``), the hooks go in when torch imports Inductor (at once when
     it has), so that switching on imports nothing of Inductor before the first compile."""
-    from . import env_names, on_inductor_import, settings
+    from .config import env_names, settings
+    from .inductor import on_import
 
     env_names.warn_unknown()  # once per process (the entry point asked already)
     if not settings.current().active:  # a bad value warns and switches off only what it governs
         return
     _exit_line_if_verbose()
-    on_inductor_import.call_when_imported(_install_on_inductor_import)
+    on_import.call_when_imported(_install_on_inductor_import)
 
 
 def _install_from_environment() -> None:
     """The hooks in, and the policies the settings ask for registered."""
-    from . import settings
+    from .config import settings
 
     if not settings.current().active:
         return
-    from . import inductor  # complete: Inductor's first import inside the adapter's is waited out
+    from .inductor import adapter  # complete: Inductor's first import inside the adapter's is waited out
 
-    inductor.install()
+    adapter.install()
     try:
         _sync_policies()
     except Exception:
@@ -96,14 +113,14 @@ def _install_on_inductor_import() -> None:
     try:
         _install_from_environment()
     except Exception as exc:
-        from . import registry
+        from .report.messages import warn_once
 
-        registry.warn_once("activate", f"not activated ({exc!r}); torch runs without it")
+        warn_once("activate", f"not activated ({exc!r}); torch runs without it")
 
 
 def _exit_line_if_verbose() -> None:
     """With verbose output on, the one-line summary of what the plugin did is printed at exit."""
-    from . import exit_summary
+    from .report import exit_summary
 
     exit_summary.register_if_verbose(status)
 
@@ -113,13 +130,14 @@ def require_active_from_environment() -> dict:
     benchmarks): switch it on here when ``import torch`` did not (the package is on ``PYTHONPATH`` but not
     installed, so torch found no entry point, and its built-in collector would write the log instead), and
     raise if it is still off. Returns ``status()``. Does nothing when no variable asks for the plugin."""
-    from . import inductor, settings
+    from .inductor import adapter
+    from .config import settings
 
     if not settings.env_requests_plugin():
         return status()
-    if not inductor.is_installed():
+    if not adapter.is_installed():
         _install_from_environment()
-    if not inductor.is_installed():  # pragma: no cover - activation raises first
+    if not adapter.is_installed():  # pragma: no cover - activation raises first
         raise RuntimeError("ah_plugin: the environment asks for the plugin, but it could not be switched on")
     return status()
 
@@ -160,7 +178,8 @@ def install(
     The other arguments are the twins of the environment variables (docs/plugin.md); a set variable
     wins over the argument. Calling ``install`` again replaces the previous arguments.
     """
-    from . import inductor, settings
+    from .inductor import adapter
+    from .config import settings
 
     settings.set_api_values(
         collect=collect,
@@ -182,7 +201,7 @@ def install(
         compile_once=compile_once,
         padded_choice=padded_choice,
     )
-    inductor.install()
+    adapter.install()
     _sync_policies()
     _exit_line_if_verbose()
 
@@ -190,14 +209,16 @@ def install(
 def uninstall() -> None:
     """Switch the plugin off: every policy unregistered (the results cache's too: ``tunable.enable()``
     registers it again), hooks removed, built-in AutoHeuristic and choices class restored."""
-    from . import on_inductor_import, registry, settings
+    from .inductor import on_import
+    from .policy import registry
+    from .config import settings
 
-    on_inductor_import.cancel()
+    on_import.cancel()
     settings.set_api_values()
     for policy in registry.registered_policies():
         registry.unregister_policy(policy)
     _OURS.clear()
-    adapter = sys.modules.get("ah_plugin.inductor")  # never imported: no hook went in
+    adapter = sys.modules.get("ah_plugin.inductor.adapter")  # never imported: no hook went in
     if adapter is not None and hasattr(adapter, "uninstall"):
         adapter.uninstall()
 
@@ -205,10 +226,11 @@ def uninstall() -> None:
 @contextmanager
 def enabled(**kwargs):
     """``install(**kwargs)`` for the ``with`` block; the previous state is restored afterwards."""
-    from . import inductor, settings
+    from .inductor import adapter
+    from .config import settings
 
     previous = settings.api_values()
-    was_installed = inductor.is_installed()
+    was_installed = adapter.is_installed()
     install(**kwargs)
     try:
         yield
@@ -227,12 +249,15 @@ def status() -> dict:
     ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``, ``gemms_without_max_autotune``, ``compile_once`` (template
     kernels of compiled graphs that run the kernel their autotuning compiled, and those that do not),
     ``fused_groups`` (quality mode's fused-group decisions: a template kept fused, or kept apart)."""
-    from . import cpu_gemm, on_inductor_import, registry, settings
+    from .report import cpu_gemm
+    from .inductor import on_import
+    from .policy import registry
+    from .config import settings
 
-    inductor = sys.modules.get("ah_plugin.inductor")  # not imported: no hook is in
-    waiting = on_inductor_import.waiting()
+    adapter = sys.modules.get("ah_plugin.inductor.adapter")  # not imported: no hook is in
+    waiting = on_import.waiting()
     out = {
-        "installed": bool(inductor is not None and inductor.is_installed()) or waiting,
+        "installed": bool(adapter is not None and adapter.is_installed()) or waiting,
         "waiting_for_inductor": waiting,
         "settings": settings.current(),
         "policies": [type(p).__name__ for p in registry.registered_policies()],
@@ -254,5 +279,5 @@ def status() -> dict:
     return out
 
 
-__all__ = ["__version__", "install", "uninstall", "enabled", "status", "activate_from_environment",
-           "require_active_from_environment"]
+__all__ = ["__version__", "install", "uninstall", "enabled", "status", "register_policy", "unregister_policy",
+           "activate_from_environment", "require_active_from_environment"]

@@ -9,7 +9,7 @@ absent.
 
 import os
 
-# Kept in sync with ah_plugin/env_names.py (not imported here: this must stay import-free).
+# Kept in sync with ah_plugin/config/env_names.py (not imported here: this must stay import-free).
 _PREFIXES = ("AH_PLUGIN_", "AH_TUNABLE_", "TORCHINDUCTOR_AUTOHEURISTIC_")
 
 
@@ -21,8 +21,8 @@ def autoload() -> None:
     try:
         if not _named():
             return None
-        from ah_plugin import env_names
-        from ah_plugin.settings import env_requests_plugin
+        from ah_plugin.config import env_names
+        from ah_plugin.config.settings import env_requests_plugin
 
         env_names.warn_unknown()
         if not env_requests_plugin():
@@ -32,7 +32,7 @@ def autoload() -> None:
         activate_from_environment()
     except Exception as exc:  # never break `import torch`
         try:
-            from ah_plugin import messages
+            from ah_plugin.report import messages
 
             messages.warn(f"not activated ({exc!r}); torch runs without it", RuntimeWarning)
         except Exception:

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 
-from ah_plugin import command_line, console
+from ah_plugin.report import command_line, console
 
 RESULT_PREFIX = "AH_DEMO_RESULT "
 TRAINER_PACKAGES = ("numpy", "pandas", "sklearn")  # the demo trains a ranking (the tools extra)
@@ -96,10 +96,10 @@ def run_worker(spec: dict) -> dict:
 
     progress(f"torch imported in {time.perf_counter() - started:.0f} s")
 
-    from ah_plugin import inductor  # the worker process needs the adapter: it is switched on anyway
+    from ah_plugin.inductor import adapter  # the worker process needs the adapter: it is switched on anyway
     from ah_plugin.inductor import compile_tools
 
-    inductor.install()  # idempotent; makes the observer below run after the plugin's pruning
+    adapter.install()  # idempotent; makes the observer below run after the plugin's pruning
     records: list = []
     compile_tools.observe_autotunings(records)
     device = spec["device"]
@@ -167,7 +167,7 @@ def run_worker(spec: dict) -> dict:
             matched &= bool(torch.allclose(out.float(), expected.float(), atol=tol, rtol=tol))
     stale = []
     try:
-        from ah_plugin import ranking
+        from ah_plugin.use import ranking
 
         stale = ranking.stale_report()
     except Exception:

@@ -10,12 +10,13 @@ product. Rows of an H200 run: benchmarks/runs/quality_h200/padded_accuracy.txt.
 """
 import json, os, sys, torch
 import ah_plugin
-from ah_plugin import inductor, registry
-from ah_plugin.choice_ids import PADDED_CHOICE_ID
+from ah_plugin.inductor import adapter
+from ah_plugin.policy import ChoicePolicy, registry
+from ah_plugin.use.choice_ids import PADDED_CHOICE_ID
 from ah_plugin.inductor import compile_tools
 ah_plugin.require_active_from_environment()
-inductor.install()
-class PaddedOnly:
+adapter.install()
+class PaddedOnly(ChoicePolicy):
     op_names = {"mm"}
     def select(self, request):
         return [c for c in request.candidates if c == PADDED_CHOICE_ID] or None

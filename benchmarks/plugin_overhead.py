@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 
-from ah_plugin import features, ranking
+from ah_plugin.collect import features
+from ah_plugin.use import ranking
 from torchgen_ah.evaluation.results_section import publish
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from ah_plugin.log_format import AHLogError
+from ah_plugin.collect.log_format import AHLogError
 from torchgen_ah.evaluation.studies.rep_consistency import parse_part, report
 from torchgen_ah.evaluation.results_section import publish
 

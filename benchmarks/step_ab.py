@@ -62,7 +62,7 @@ def parse_variants(text: str) -> list[str]:
 
 def plugin_state(ah_plugin) -> dict:
     """What the plugin's settings say now (recorded per variant, and checked against what it needs)."""
-    from ah_plugin import settings
+    from ah_plugin.config import settings
 
     current = settings.current()
     return {"installed": bool(ah_plugin.status().get("installed")), "use": sorted(current.use),

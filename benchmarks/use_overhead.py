@@ -19,9 +19,10 @@ import statistics
 import tempfile
 import time
 
-from ah_plugin import artifact_loader, features, log_format
+from ah_plugin.use import artifact_loader
+from ah_plugin.collect import features, log_format
 from ah_plugin.policy import AutotuneRequest
-from ah_plugin.ranking import RankingPolicy, UseOptions
+from ah_plugin.use.ranking import RankingPolicy, UseOptions
 from torchgen_ah.evaluation.results_section import BENCHMARK_TITLE, update_results_section
 from torchgen_ah.training.train_generic import train_from_log
 

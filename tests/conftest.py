@@ -17,7 +17,7 @@ def pytest_configure(config):
     under test make their own). Probe once here; when every ISA the CPU's flags name passes, tell the
     processes started from here so (VEC_ISA_OK=1): they pick the same ISA without the probes. Every kernel
     is still compiled for real."""
-    if "XDG_CACHE_HOME" not in os.environ:  # artifact trial verdicts (ah_plugin.artifact_trial): this session's own
+    if "XDG_CACHE_HOME" not in os.environ:  # artifact trial verdicts (ah_plugin.use.artifact_trial): this session's own
         os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ah_tests_cache.")
     if VEC_ISA_OK in os.environ:
         return
@@ -65,7 +65,7 @@ def tunable_env(monkeypatch, tmp_path):
 @pytest.fixture
 def clean_use_env(monkeypatch):
     """No use-mode AH_PLUGIN_* variables from outside, and an empty artifact cache before and after."""
-    from ah_plugin import artifact_loader
+    from ah_plugin.use import artifact_loader
 
     for var in ("AH_PLUGIN_TOP_K", "AH_PLUGIN_TOP_K_MASS", "AH_PLUGIN_MIN_CHOICES", "AH_PLUGIN_KEEP_ATEN",
                 "AH_PLUGIN_VERBOSE", "AH_PLUGIN_ARTIFACT_DIR"):

@@ -64,7 +64,7 @@ PRELUDE = textwrap.dedent(
     import torch._inductor.config as inductor_config
     from torch._inductor import select_algorithm
     from torch._inductor.utils import run_and_get_code
-    import ah_plugin.inductor as adapter
+    import ah_plugin.inductor.adapter as adapter
     import ah_plugin.tunable as tunable
 
     inductor_config.freezing = True

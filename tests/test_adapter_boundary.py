@@ -159,6 +159,70 @@ def test_the_check_passes_public_names_and_prose(code):
     assert private_uses(code) == []
 
 
+# --------------------------------------------------------------------------- frame walks and policy probes
+
+_FRAME_CALLS = frozenset({"_getframe", "currentframe", "stack", "getouterframes", "getinnerframes", "trace",
+                          "extract_stack", "walk_stack", "format_stack", "print_stack"})
+
+
+def frame_walks(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every look at the call stack in ``source``: ``sys._getframe``, ``inspect.stack`` and
+    friends, ``traceback.extract_stack``, a frame's ``f_back``/``f_locals``. The plugin learns what it needs
+    from the seams Inductor calls it through, never from a caller's frame."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            chain = _chain(node)
+            if chain[-1] in ("f_back", "f_locals") or (
+                    len(chain) >= 2 and chain[-2] in ("sys", "inspect", "traceback") and chain[-1] in _FRAME_CALLS):
+                found.add((node.lineno, ".".join(chain)))
+    return sorted(found)
+
+
+def policy_probes(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every ``getattr``/``hasattr`` on a policy: the adapter calls the methods of
+    ``ChoicePolicy``, which every policy has."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and _called(node.func) in ("getattr", "hasattr") and node.args:
+            target = node.args[0]
+            name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+            if "polic" in name.lower():
+                found.add((node.lineno, f"{_called(node.func)}({name}, ...)"))
+    return sorted(found)
+
+
+def _plugin_sources():
+    for folder, dirs, files in os.walk(os.path.join(REPO, PACKAGE)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as f:
+                yield os.path.relpath(path, REPO), f.read()
+
+
+def test_the_plugin_walks_no_frames_and_probes_no_policy():
+    walks, probes = [], []
+    for path, source in _plugin_sources():
+        walks += [f"{path}:{line}: {what}" for line, what in frame_walks(source)]
+        probes += [f"{path}:{line}: {what}" for line, what in policy_probes(source)]
+    assert not walks, "a frame walk (take what is needed from the seam's own arguments or session):\n" + "\n".join(walks)
+    assert not probes, "a probe of a policy (ChoicePolicy defines every method):\n" + "\n".join(probes)
+
+
+@pytest.mark.parametrize("code, walks, probes", [
+    ("frame = sys._getframe(2)", 1, 0),
+    ("import inspect\nfor f in inspect.stack(): pass", 1, 0),
+    ("up = frame.f_back.f_locals", 1, 0),
+    ("traceback.extract_stack()", 1, 0),
+    ("fn = getattr(policy, 'select', None)", 0, 1),
+    ("if hasattr(self.policy, 'cache_key'): pass", 0, 1),
+    ("names = getattr(module, 'op_names', None)\ntraceback.format_exc()", 0, 0),
+])
+def test_the_frame_and_probe_checks_see_what_they_look_for(code, walks, probes):
+    assert (bool(frame_walks(code)), bool(policy_probes(code))) == (bool(walks), bool(probes))
+
+
 # --------------------------------------------------------------------------- import circles
 
 def _modules(root: str, package: str) -> dict[str, tuple[str, bool]]:
@@ -175,9 +239,28 @@ def _modules(root: str, package: str) -> dict[str, tuple[str, bool]]:
     return out
 
 
+def _looked_up(node: ast.AST) -> str | None:
+    """The module a ``sys.modules`` lookup names (``sys.modules["p.x"]``, ``sys.modules.get("p.x")``): a
+    module reached without an import statement still depends on it, and closes a circle all the same."""
+    if isinstance(node, ast.Subscript) and _chain_text(node.value) == "sys.modules":
+        return _text(node.slice)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop") \
+            and _chain_text(node.func.value) == "sys.modules" and node.args:
+        return _text(node.args[0])
+    return None
+
+
+def _chain_text(node: ast.AST) -> str:
+    return ".".join(_chain(node)) if isinstance(node, ast.Attribute) else ""
+
+
 def _imported(module: str, is_package: bool, node: ast.AST, modules) -> list[str]:
     """The modules one import statement names, relative ones resolved: ``from p import x`` names the module
-    ``p.x`` where there is one, else ``p`` (``x`` is then one of its attributes)."""
+    ``p.x`` where there is one, else ``p`` (``x`` is then one of its attributes). A ``sys.modules`` lookup
+    names the module it looks up."""
+    looked_up = _looked_up(node)
+    if looked_up is not None:
+        return [looked_up]
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if not isinstance(node, ast.ImportFrom):
@@ -254,6 +337,14 @@ def test_no_import_circle_among_the_plugins_modules():
     assert circle is None, "an import circle (function-level imports count):\n" + _described(graph, circle)
 
 
+def test_ah_plugins_top_level_has_at_most_twelve_modules():
+    """One module or subpackage per stage at the top (docs/ARCHITECTURE.md's module map)."""
+    top = sorted(name for name in os.listdir(os.path.join(REPO, PACKAGE))
+                 if (name.endswith(".py") and name != "__init__.py")
+                 or os.path.isfile(os.path.join(REPO, PACKAGE, name, "__init__.py")))
+    assert 6 <= len(top) <= 12, top
+
+
 def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
     """A package whose circle runs through a relative import and an import inside a function."""
     files = {"pkg/__init__.py": "from . import a\n",
@@ -261,7 +352,9 @@ def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
              "pkg/sub/__init__.py": "",
              "pkg/sub/b.py": "def later():\n    from .. import c\n    return c\n",
              "pkg/c.py": "import pkg.a\nimport os\n",
-             "pkg/d.py": "from pkg import a\nfrom pkg.sub import b\n"}
+             "pkg/d.py": "from pkg import a\nfrom pkg.sub import b\n",
+             "pkg/e.py": "import sys\ndef later():\n    return sys.modules.get('pkg.d')\n",
+             "pkg/f.py": "import sys\nm = sys.modules['pkg.e']\n"}
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(textwrap.dedent(text))
@@ -269,5 +362,7 @@ def test_the_circle_check_sees_lazy_and_relative_imports(tmp_path):
     assert graph["pkg.d"] == {"pkg.a": os.path.join("pkg", "d.py") + ":1",
                               "pkg.sub.b": os.path.join("pkg", "d.py") + ":2"}
     assert graph["pkg.sub.b"] == {"pkg.c": os.path.join("pkg", "sub", "b.py") + ":2"}
+    assert graph["pkg.e"] == {"pkg.d": os.path.join("pkg", "e.py") + ":3"}  # sys.modules lookups count
+    assert graph["pkg.f"] == {"pkg.e": os.path.join("pkg", "f.py") + ":2"}
     assert find_circle(graph) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
     assert find_circle(_without(graph, {("pkg.c", "pkg.a")})) is None

@@ -35,8 +35,10 @@ import warnings
 import pytest
 
 import ah_plugin
-from ah_plugin import artifact_loader, env_values, log_format, settings
-from ah_plugin.collector import CollectorPolicy
+from ah_plugin.use import artifact_loader
+from ah_plugin.config import env_values, settings
+from ah_plugin.collect import log_format
+from ah_plugin.collect.collector import CollectorPolicy
 from ah_plugin.policy import AutotuneRequest
 import ah_plugin.tunable as tunable
 from ah_plugin.tunable import results_file as F
@@ -69,10 +71,10 @@ USER_PROGRAM = textwrap.dedent(
     """
     import json, sys, time, warnings
     warnings.simplefilter("always")
-    from ah_plugin import artifact_guard
+    from ah_plugin.use import artifact_guard
     artifact_guard.IMPORT_TIMEOUT_S = artifact_guard.CALL_TIMEOUT_S = float(sys.argv[2])
     from ah_plugin.policy import AutotuneRequest
-    from ah_plugin.ranking import RankingPolicy
+    from ah_plugin.use.ranking import RankingPolicy
     policy = RankingPolicy(artifact_dir=sys.argv[1], package=False, top_k=1, min_choices=1, keep_aten=False)
     request = AutotuneRequest("packed_linear", {"in0_size_0": 8}, {"device_capa": (0, 0), "shared_memory": 0,
                               "device_name": "cpu"}, [%r, %r])
@@ -187,7 +189,7 @@ def test_a_helper_script_in_the_artifact_folder_is_never_run(tmp_path):
 # At import: say where it runs (the trial process, or the program itself: it has imported the ranking),
 # then wait; `only_in_program`: pass the trial and wait in the program only.
 SLEEPER = """import os, sys, time
-_where = "program" if "ah_plugin.ranking" in sys.modules else "trial"
+_where = "program" if "ah_plugin.use.ranking" in sys.modules else "trial"
 open({marker!r}, "a").write(f"{{_where}} {{os.getpid()}}\\n")
 if _where == "program" or not {only_in_program}:
     time.sleep(3600)"""
@@ -547,7 +549,7 @@ FIFO_CHILD = textwrap.dedent(
     warnings.simplefilter("always")
     import torch._inductor  # as a program does before compiling (the plugin's hooks go in here)
     import ah_plugin.tunable as tunable
-    from ah_plugin.collector import CollectorPolicy
+    from ah_plugin.collect.collector import CollectorPolicy
     from ah_plugin.policy import AutotuneRequest
     from ah_plugin.tunable import store as store_module
     meta = {"name": "packed_linear", "device_capa": (0, 0), "shared_memory": 0, "device_name": "cpu",
@@ -634,7 +636,7 @@ FULL_DISK = textwrap.dedent(
     warnings.simplefilter("always")
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), as on a full disk
     import ah_plugin.tunable as tunable
-    from ah_plugin.collector import CollectorPolicy
+    from ah_plugin.collect.collector import CollectorPolicy
     from ah_plugin.policy import AutotuneRequest
     from ah_plugin.tunable.store import store
     results, log = sys.argv[1], sys.argv[2]
@@ -900,7 +902,7 @@ RUN = PRELUDE + textwrap.dedent(
     import os, time, warnings
     warnings.simplefilter("always")
     import ah_plugin
-    from ah_plugin import registry
+    from ah_plugin.policy import ChoicePolicy, registry
     from ah_plugin.tunable import results_file as F
 
     cfg = json.loads(sys.argv[1])
@@ -921,7 +923,7 @@ RUN = PRELUDE + textwrap.dedent(
             y = torch.compile(module, mode="max-autotune-no-cudagraphs", dynamic=False)(x)
             return bool(torch.allclose(y, x @ module.w, atol=1e-4, rtol=1e-4))
 
-    class StopBeforeRecording:
+    class StopBeforeRecording(ChoicePolicy):
         # asked first after benchmarking: holds the compile of one shape until the test kills the process
         op_names = {"packed_linear"}
         def __init__(self, m):
@@ -971,7 +973,7 @@ RUN = PRELUDE + textwrap.dedent(
         sys.stdout.flush(); sys.stderr.flush()
 
     # use mode in a folder of hostile artifacts (the cache and collection off: the ranking is asked)
-    from ah_plugin import artifact_guard
+    from ah_plugin.use import artifact_guard
     artifact_guard.CALL_TIMEOUT_S = artifact_guard.IMPORT_TIMEOUT_S = 5.0
     os.environ["AH_TUNABLE_ENABLED"] = "0"
     os.environ.pop("TORCHINDUCTOR_AUTOHEURISTIC_COLLECT")

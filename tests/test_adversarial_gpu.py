@@ -48,7 +48,7 @@ PROGRAM = textwrap.dedent(
     if cfg.get("precompile_timeout_s"):
         inductor_config.precompilation_timeout_seconds = cfg["precompile_timeout_s"]
 
-    import ah_plugin.inductor as adapter
+    import ah_plugin.inductor.adapter as adapter
     offered = []  # ids of the choices Inductor benchmarked, per autotuning
     select_algorithm.add_feedback_saver(
         lambda timings, name, *args, **kwargs: offered.append(adapter.caller_ids(list(timings))))

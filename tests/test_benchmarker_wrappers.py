@@ -20,10 +20,10 @@ def test_first_plan_inside_a_warm_up_leaves_the_wrappers_in_place_afterwards():
     hooks.uninstall()
     try:
         with launch_only_benchmarks():
-            hooks.install()  # the first plan of the run, during the warm-up
+            hooks.wrap_instance()  # the first plan of the run, during the warm-up
             assert benchmarker.benchmark_gpu(lambda: None) == 1.0, "the warm-up's stub must stay in charge"
             assert not _planned("benchmark_gpu")
-        hooks.install()  # the next plan, in a logged repetition
+        hooks.wrap_instance()  # the next plan, in a logged repetition
         assert _planned("benchmark_gpu") and _planned("benchmark_cpu")
         # the wrapper calls the class's method, never the stub that was in place before
         assert vars(benchmarker)["benchmark_gpu"].__wrapped__.__func__ is type(benchmarker).benchmark_gpu
@@ -35,12 +35,12 @@ def test_first_plan_inside_a_warm_up_leaves_the_wrappers_in_place_afterwards():
 def test_wrappers_installed_before_a_warm_up_come_back_after_it():
     hooks.uninstall()
     try:
-        hooks.install()
+        hooks.wrap_instance()
         wrapper = vars(benchmarker)["benchmark_gpu"]
         with launch_only_benchmarks():
             assert benchmarker.benchmark_gpu(lambda: None) == 1.0
         assert vars(benchmarker)["benchmark_gpu"] is wrapper
-        hooks.install()
+        hooks.wrap_instance()
         assert vars(benchmarker)["benchmark_gpu"] is wrapper, "an installed wrapper is not wrapped again"
     finally:
         hooks.uninstall()

@@ -14,7 +14,7 @@ from unittest import mock
 
 import pytest
 
-from ah_plugin.log_format import format_metadata
+from ah_plugin.collect.log_format import format_metadata
 from torchgen_ah.training.output_folder import package_folder
 
 REPO = Path(__file__).resolve().parents[1]

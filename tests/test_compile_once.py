@@ -120,7 +120,7 @@ class _Graph:
         return torch.device("cuda", 0)
 
 
-def test_the_installed_hook_emits_the_benchmark_source_only_where_it_may(remembered):
+def test_the_installed_hook_emits_the_benchmark_source_only_where_it_may(remembered, monkeypatch):
     """Inductor's real ``TritonScheduling._emit_kernel_to_wrapper``, wrapped: the benchmark module's source
     while the plugin acts on a Python-wrapper graph, Inductor's own emission otherwise (plugin not acting,
     C++ wrapper), and the original method back after ``uninstall``."""
@@ -129,13 +129,15 @@ def test_the_installed_hook_emits_the_benchmark_source_only_where_it_may(remembe
     from torch._inductor.codegen.triton import TritonScheduling
     from torch._inductor.virtualized import V
 
-    from ah_plugin import inductor as adapter
+    from ah_plugin.inductor import plans
 
     was_installed = "emit" in compile_once._saved
     compile_once.uninstall()
     original = TritonScheduling._emit_kernel_to_wrapper
     state = {"acting": True}
-    compile_once.install(lambda: state["acting"], lambda: True)
+    monkeypatch.setattr(plans, "acting", lambda: state["acting"])
+    monkeypatch.setattr(plans, "compile_once", lambda: True)
+    compile_once.install()
     kernel = select_algorithm.TritonTemplateKernel.__new__(select_algorithm.TritonTemplateKernel)
     graph = _Graph()
 
@@ -167,5 +169,6 @@ def test_the_installed_hook_emits_the_benchmark_source_only_where_it_may(remembe
     finally:
         compile_once.uninstall()
         assert TritonScheduling._emit_kernel_to_wrapper is original
+        monkeypatch.undo()
         if was_installed:
-            compile_once.install(adapter._acting, adapter._compile_once)
+            compile_once.install()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import torchgen_ah  # noqa: F401 - puts the finder for the older names in place
-from ah_plugin import console
+from ah_plugin.report import console
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "ah-plugin"
@@ -110,7 +110,7 @@ def test_output_cut_short_by_its_reader_ends_quietly():
     command has written everything; the command ends without a traceback."""
     for args in (["-h"], ["merge-data", "-h"]):
         for _ in range(3):  # the reader's close races the writes: a few tries
-            proc = subprocess.Popen([sys.executable, "-m", "ah_plugin.console", *args], stdout=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-m", "ah_plugin.report.console", *args], stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE)
             proc.stdout.close()  # the reader is gone before the first line
             err = proc.stderr.read().decode()

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from ah_plugin.log_format import append_rows, format_row
+from ah_plugin.collect.log_format import append_rows, format_row
 from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
 from torchgen_ah.datagen.shape_sampler import sample_rng
 

@@ -5,7 +5,7 @@ import zipfile
 
 import numpy as np
 
-from ah_plugin.log_format import format_metadata
+from ah_plugin.collect.log_format import format_metadata
 from torchgen_ah.data.aggregate import aggregate
 from torchgen_ah.data.ah_log import input_keys, read_log
 from official_data import OFFICIAL, needs_official

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ah_plugin.log_format import AHLogError
+from ah_plugin.collect.log_format import AHLogError
 from torchgen_ah.data.ah_log import read_log, write_log
 from torchgen_ah.evaluation.studies import h200_quality as hq
 from torchgen_ah.mm.gen_data_mm import BenchmarkRunnerMM
@@ -123,7 +123,7 @@ def test_merge_refuses_the_same_measurements_twice(plain, tmp_path):
 
 
 def test_a_collector_pointed_at_a_gz_name_appends_to_the_plain_name(plain, tmp_path):
-    from ah_plugin.log_format import append_rows
+    from ah_plugin.collect.log_format import append_rows
 
     log = read_log(plain)
     rows = plain.read_text().splitlines()[2:5]

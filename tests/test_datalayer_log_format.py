@@ -1,4 +1,4 @@
-"""ah_plugin.log_format: the exact text torch's collector writes, and safe appends from many processes."""
+"""ah_plugin.collect.log_format: the exact text torch's collector writes, and safe appends from many processes."""
 
 import json
 import multiprocessing as mp
@@ -8,15 +8,7 @@ import warnings
 import pytest
 import torch
 
-from ah_plugin.log_format import (
-    AHLogError,
-    append_rows,
-    format_metadata,
-    format_row,
-    header_columns,
-    parse_metadata,
-    sibling_log_path,
-)
+from ah_plugin.collect.log_format import AHLogError, append_rows, format_metadata, format_row, header_columns, parse_metadata, sibling_log_path
 from torchgen_ah.data.ah_log import read_log
 from mm_log_meta import MM_LOG_METADATA
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ah_plugin.log_format import format_metadata
+from ah_plugin.collect.log_format import format_metadata
 from torchgen_ah.data.ah_log import read_log
 
 from official_data import OFFICIAL, needs_official

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ah_plugin.log_format import AHLogError, format_metadata
+from ah_plugin.collect.log_format import AHLogError, format_metadata
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log, write_log
 
 from official_data import OFFICIAL, needs_official

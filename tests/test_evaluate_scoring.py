@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ah_plugin.log_format import append_rows, format_row
+from ah_plugin.collect.log_format import append_rows, format_row
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.policies import (
     builtin_ah_policy,

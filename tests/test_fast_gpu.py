@@ -23,7 +23,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = r'''
 import json, sys, torch
 import ah_plugin
-from ah_plugin import inductor, registry
+from ah_plugin.inductor import adapter as inductor
+from ah_plugin.policy import ChoicePolicy, registry
 from ah_plugin.inductor import compile_tools
 ah_plugin.require_active_from_environment()
 inductor.install()
@@ -31,7 +32,7 @@ records = []
 compile_tools.observe_autotunings(records)
 spec = json.loads(sys.argv[1])
 if spec.get("policy_keep_two"):
-    class KeepTwo:
+    class KeepTwo(ChoicePolicy):
         op_names = {"mm"}
         def select(self, request):
             triton = [c for c in request.candidates if c.startswith("type=triton")]
@@ -81,7 +82,7 @@ def test_fast_mode_with_the_packaged_artifact_keeps_aten_or_times_a_template_aga
     assert all(r["timed"] == [] for r in records if r["offered"] == ["extern_mm"]), records
     assert records[0]["offered"] == ["extern_mm"] and result["aten_calls"][0], records
     # 64x2048x5632 bf16 is memory-bound and its 24 MB fit in L2: fast mode keeps aten alone there
-    # (ah_plugin/l2_residency.py), whatever the ranking puts first
+    # (ah_plugin/use/l2_residency.py), whatever the ranking puts first
     assert records[-1]["offered"] == ["extern_mm"] and records[-1]["timed"] == [], records
     assert result["aten_calls"][-1], records
 

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from ah_plugin import aten_margin, features, log_format
-from ah_plugin.collector import CollectorPolicy
+from ah_plugin.use import aten_margin
+from ah_plugin.collect import features, log_format
+from ah_plugin.collect.collector import CollectorPolicy
 from ah_plugin.policy import AutotuneRequest
 from ah_plugin.replay_timing import MAX_CALLS, METHOD_REPLAY, MIN_CALLS, calls_for
 
@@ -163,8 +164,8 @@ def test_merge_refuses_logs_timed_by_different_methods(tmp_path):
 
 
 def test_an_artifact_from_replay_timed_data_is_trusted_by_fast_mode(tmp_path):
-    from ah_plugin import artifact_loader
-    from ah_plugin.ranking import trusts_templates
+    from ah_plugin.use import artifact_loader
+    from ah_plugin.use.ranking import trusts_templates
     from torchgen_ah.training.train_generic import train_from_log
 
     rows = [(m, c, t) for m in (16, 32, 64, 128, 256, 512) for c, t in (("extern_mm", 0.02), (T1, 0.01))]
@@ -181,11 +182,11 @@ def test_an_artifact_from_replay_timed_data_is_trusted_by_fast_mode(tmp_path):
 
 MODE_PROBE = r'''
 import json, torch
-from ah_plugin.inductor.patches.mode_options import FUSED_BENCHMARKS  # the option's name on this torch
+from ah_plugin.inductor.patches.mode_options import fused_benchmarks_entry  # the option's name on this torch
 wrapper = torch._TorchCompileInductorWrapper("max-autotune", None, False)  # what torch.compile(mode=...) builds
 options = {k: wrapper.config.get(k) for k in ("max_autotune", "max_autotune_gemm", "coordinate_descent_tuning",
                                             "triton.cudagraphs", "triton.enable_persistent_tma_matmul")}
-options["fused_benchmarks"] = wrapper.config.get(FUSED_BENCHMARKS)
+options["fused_benchmarks"] = wrapper.config.get(fused_benchmarks_entry())
 print(json.dumps(options))
 '''
 
@@ -215,7 +216,7 @@ def test_fast_mode_narrows_max_autotune_to_gemms(extra, gemm_only, tma, no_fusio
 
 
 def test_non_gemm_setting_follows_the_settings_rules(monkeypatch):
-    from ah_plugin import settings
+    from ah_plugin.config import settings
 
     monkeypatch.delenv("AH_PLUGIN_NON_GEMM", raising=False)
     try:
@@ -235,8 +236,8 @@ def test_non_gemm_setting_follows_the_settings_rules(monkeypatch):
 def test_quality_mode_is_a_named_top_k_with_its_own_k(monkeypatch):
     """AH_PLUGIN_TOP_K=quality (or the API's top_k="quality"): the top QUALITY_TOP_K of the ranking and
     aten, GEMM-only max-autotune with persistent TMA; an integer k afterwards leaves quality mode."""
-    from ah_plugin import settings
-    from ah_plugin.ranking import UseOptions, choose
+    from ah_plugin.config import settings
+    from ah_plugin.use.ranking import UseOptions, choose
 
     monkeypatch.delenv("AH_PLUGIN_TOP_K", raising=False)
     monkeypatch.setenv("TORCHINDUCTOR_AUTOHEURISTIC_USE", "mm")
@@ -266,8 +267,8 @@ def test_quality_mode_survives_enabled_and_leaves_other_modes_their_k(monkeypatc
     """``enabled`` restores the API layer it found (quality mode included); quality's own k never leaks into
     adaptive k's cap; a threshold means adaptive k whatever order the arguments come in."""
     import ah_plugin
-    from ah_plugin import settings
-    from ah_plugin.ranking import UseOptions
+    from ah_plugin.config import settings
+    from ah_plugin.use.ranking import UseOptions
 
     for name in ("AH_PLUGIN_TOP_K", "AH_PLUGIN_TOP_K_MASS", "AH_PLUGIN_DISABLE"):
         monkeypatch.delenv(name, raising=False)

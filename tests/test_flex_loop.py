@@ -19,8 +19,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ah_plugin import artifact_loader, flex_ranking, settings  # noqa: E402
-from ah_plugin.collector import CollectorPolicy  # noqa: E402
+from ah_plugin.config import settings  # noqa: E402
+from ah_plugin.use import artifact_loader, flex_ranking  # noqa: E402
+from ah_plugin.collect.collector import CollectorPolicy  # noqa: E402
 from ah_plugin.inductor import flex_choices  # noqa: E402
 from ah_plugin.inductor.requests import described_request  # noqa: E402
 

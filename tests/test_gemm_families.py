@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from ah_plugin import choice_ids
-from ah_plugin.log_format import append_rows, format_row, header_columns
+from ah_plugin.use import choice_ids
+from ah_plugin.collect.log_format import append_rows, format_row, header_columns
 from torchgen_ah.evaluation.studies import gemm_families as gf
 from mm_log_meta import MM_LOG_METADATA
 

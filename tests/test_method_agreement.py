@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from ah_plugin import choice_ids
-from ah_plugin.log_format import append_rows, format_row, header_columns
+from ah_plugin.use import choice_ids
+from ah_plugin.collect.log_format import append_rows, format_row, header_columns
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import input_keys, read_log
 from torchgen_ah.evaluation.studies import method_agreement as ma

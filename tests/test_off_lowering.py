@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ah_plugin import features, log_format
+from ah_plugin.collect import features, log_format
 from torchgen_ah.training import train_generic
 
 pytestmark = pytest.mark.slow
@@ -88,7 +88,7 @@ def test_every_gemm_lowering_the_running_torch_has_is_wrapped():
         "import torch, ah_plugin\n"
         "ah_plugin.require_active_from_environment()\n"
         "import torch._inductor.lowering as L\n"
-        "from ah_plugin.inductor.patches.lowerings import LOWERED\n"
+        "from ah_plugin.inductor.gemm_ops import LOWERED\n"
         "aten = torch.ops.aten\n"
         "keys = {n: [k for k in L.lowerings if getattr(k, 'overloadpacket', k) is getattr(aten, n, None)]"
         " for n in LOWERED}\n"
@@ -109,9 +109,9 @@ def test_every_gemm_lowering_the_running_torch_has_is_wrapped():
 def test_the_convolutions_backward_is_planned_by_the_names_it_autotunes_under(variables, expected):
     """The convolution's backward lowering autotunes as convolution_bwd_weight and _input: fast mode lowers
     it as off, unless one of those names is collected or used, when Inductor's own lowering stands."""
-    program = ("import ah_plugin, ah_plugin.inductor as adapter\n"
+    program = ("import ah_plugin\nfrom ah_plugin.inductor import plans\n"
                "ah_plugin.require_active_from_environment()\n"
-               "print(repr(adapter._lowering_plan('convolution_backward')))\n")
+               "print(repr(plans.lowering('convolution_backward')))\n")
     assert _last_line(program, **variables) == repr(expected), variables
 
 

@@ -16,11 +16,11 @@ REPO = Path(__file__).resolve().parents[1]
 PROBE = r"""
 import sys, threading
 import torch, ah_plugin
-assert "torch._inductor" not in sys.modules and "ah_plugin.inductor" not in sys.modules, "imported at import torch"
+assert "torch._inductor" not in sys.modules and "ah_plugin.inductor.adapter" not in sys.modules, "imported at import torch"
 status = ah_plugin.status()
 assert status["installed"] and status["waiting_for_inductor"] and status["policies"] == [], status
 FIRST_USE
-adapter = sys.modules["ah_plugin.inductor"]
+adapter = sys.modules["ah_plugin.inductor.adapter"]
 assert adapter.is_installed() and not ah_plugin.status()["waiting_for_inductor"]
 assert hasattr(torch._inductor.list_mode_options, "__wrapped__"), "mode options not wrapped"
 print("policies", ah_plugin.status()["policies"])
@@ -31,7 +31,7 @@ FIRST_USES = {
     "torch.compile": 'compiled = torch.compile(lambda x: x.relu(), mode="max-autotune")',
     "config import": "import torch._inductor.config",
     "attribute": "torch._inductor.config.freezing = True",
-    "the adapter": "from ah_plugin import inductor",
+    "the adapter": "from ah_plugin.inductor import adapter",
     "dynamo": "import torch._dynamo",
     "another thread": "t = threading.Thread(target=lambda: __import__('torch._inductor.config')); t.start(); t.join()",
 }
@@ -56,7 +56,7 @@ def test_the_hooks_go_in_when_inductor_is_first_imported(first_use):
 
 def test_switched_off_before_inductor_nothing_goes_in():
     code = ("import sys, torch, ah_plugin; ah_plugin.uninstall(); import torch._inductor.config; "
-            "print('adapter' if 'ah_plugin.inductor' in sys.modules else 'none', ah_plugin.status()['installed'])")
+            "print('adapter' if 'ah_plugin.inductor.adapter' in sys.modules else 'none', ah_plugin.status()['installed'])")
     done = fresh(code, TORCHINDUCTOR_AUTOHEURISTIC_USE="mm")
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["none", "False"]

@@ -13,11 +13,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ah_plugin import settings  # noqa: E402
-from ah_plugin.choice_ids import PADDED_CHOICE_ID  # noqa: E402
+from ah_plugin.config import settings  # noqa: E402
+from ah_plugin.use.choice_ids import PADDED_CHOICE_ID  # noqa: E402
 from ah_plugin.inductor.padded_choice import padded_sizes  # noqa: E402
 from ah_plugin.inductor.patches import pad_mm  # noqa: E402
-from ah_plugin.ranking import UseOptions, choose  # noqa: E402
+from ah_plugin.use.ranking import UseOptions, choose  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -126,8 +126,9 @@ def test_not_offered_where_the_compile_could_not_run_a_subgraph_or_pads_anyway()
 CHILD = r'''
 import json, sys, torch
 import ah_plugin
-from ah_plugin import inductor, registry
-from ah_plugin.choice_ids import PADDED_CHOICE_ID
+from ah_plugin.inductor import adapter as inductor
+from ah_plugin.policy import ChoicePolicy, registry
+from ah_plugin.use.choice_ids import PADDED_CHOICE_ID
 from ah_plugin.inductor import compile_tools
 from torch._inductor.utils import run_and_get_code
 ah_plugin.require_active_from_environment()
@@ -136,7 +137,7 @@ records, timings = [], []
 compile_tools.observe_autotunings(records)
 compile_tools.on_timings(lambda name, times: timings.append(times))
 if sys.argv[1].startswith("padded_"):  # a policy that keeps the padded candidate alone: it must run, and be right
-    class PaddedOnly:
+    class PaddedOnly(ChoicePolicy):
         op_names = {"mm"}
         def select(self, request):
             return [c for c in request.candidates if c == PADDED_CHOICE_ID] or None
@@ -185,7 +186,7 @@ def test_the_padded_candidate_is_timed_with_aten_and_computes_the_product_when_k
 GPU_CHILD = r'''
 import json, torch
 import ah_plugin
-from ah_plugin import inductor
+from ah_plugin.inductor import adapter as inductor
 from ah_plugin.inductor import compile_tools
 ah_plugin.require_active_from_environment()
 inductor.install()

@@ -8,11 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ah_plugin import features  # noqa: E402
+from ah_plugin.collect import features  # noqa: E402
 from ah_plugin.inductor.patches import pad_mm  # noqa: E402
 from ah_plugin.inductor.patches.pad_mm import padded_descriptions  # noqa: E402
 from ah_plugin.policy import AutotuneRequest  # noqa: E402
-from ah_plugin.ranking import RULES_VERSION, RankingPolicy, UseOptions  # noqa: E402
+from ah_plugin.use.ranking import RULES_VERSION, RankingPolicy, UseOptions  # noqa: E402
 
 H200 = {"device_capa": (9, 0), "shared_memory": 232448, "device_name": "NVIDIA H200"}
 

@@ -11,7 +11,9 @@ import warnings
 
 import pytest
 
-from ah_plugin import choice_ids, features, settings
+from ah_plugin.use import choice_ids
+from ah_plugin.collect import features
+from ah_plugin.config import settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -139,75 +141,89 @@ def clean_plugin(monkeypatch):
 
 def test_install_uninstall_restore_inductor_state(clean_plugin, monkeypatch):
     import torch._inductor.config as ic
-    from ah_plugin import inductor, registry
+    from ah_plugin.inductor import adapter
+    from ah_plugin.policy import registry
 
     monkeypatch.setenv(settings.ENV_COLLECT, "mm")  # what the built-in reads (torch 2.13: at each call)
     if isinstance(getattr(ic, "autoheuristic_collect", None), str):  # torch 2.11: read into config at import
         with ic.patch(autoheuristic_collect="mm"):
-            _install_uninstall_restore(clean_plugin, ic, inductor, registry)
+            _install_uninstall_restore(clean_plugin, ic, adapter, registry)
     else:
-        _install_uninstall_restore(clean_plugin, ic, inductor, registry)
+        _install_uninstall_restore(clean_plugin, ic, adapter, registry)
 
 
-def _install_uninstall_restore(clean_plugin, ic, inductor, registry):
+def _built_handler(ic):
+    """The choices handler Inductor builds now: the registered ones composed (torch 2.15), else the class the
+    config names."""
+    from torch._inductor import choices
+
+    create = getattr(choices, "create_inductor_choices", None)
+    if create is not None:
+        return create(ic.inductor_choices_class)
+    return (ic.inductor_choices_class or choices.InductorChoices)()
+
+
+def _install_uninstall_restore(clean_plugin, ic, adapter, registry):
     before_class = ic.inductor_choices_class
     before_fns = (ic.__dict__["collect_autoheuristic"], ic.__dict__["use_autoheuristic"])
-    assert inductor.builtin_would_act("mm")  # the built-in alone would collect mm
+    assert adapter.builtin_would_act("mm")  # the built-in alone would collect mm
 
     clean_plugin.install(collect=["mm"])
-    assert inductor.is_installed()
-    assert not inductor.builtin_would_act("mm")  # exactly one collector: ours
+    assert adapter.is_installed()
+    assert not adapter.builtin_would_act("mm")  # exactly one collector: ours
     assert not ic.collect_autoheuristic("mm") and not ic.use_autoheuristic("mm")
-    assert ic.inductor_choices_class is not before_class
-    handler = ic.inductor_choices_class()
-    from torch._inductor.choices import InductorChoices
+    from ah_plugin.inductor.choices import PluginChoices
 
-    assert isinstance(handler, InductorChoices) and hasattr(handler, "uuid")
+    handler = _built_handler(ic)
+    assert isinstance(handler, PluginChoices) and "ah_plugin:" in str(handler.uuid())
     assert "CollectorPolicy" in clean_plugin.status()["policies"]
 
     clean_plugin.uninstall()
-    assert not inductor.is_installed()
+    assert not adapter.is_installed()
     assert ic.inductor_choices_class is before_class
+    assert before_class is not None or not isinstance(_built_handler(ic), PluginChoices)
     assert (ic.__dict__["collect_autoheuristic"], ic.__dict__["use_autoheuristic"]) == before_fns
-    assert inductor.builtin_would_act("mm")
+    assert adapter.builtin_would_act("mm")
     assert registry.registered_policies() == []
 
 
 def test_context_manager_restores_previous_state(clean_plugin):
-    from ah_plugin import inductor, registry
+    from ah_plugin.inductor import adapter
+    from ah_plugin.policy import registry
 
     with clean_plugin.enabled(collect="packed_linear"):
-        assert inductor.is_installed()
+        assert adapter.is_installed()
         assert settings.current().collect == frozenset({"packed_linear"})
-    assert not inductor.is_installed()
+    assert not adapter.is_installed()
     assert settings.api_values() == {}
 
     clean_plugin.install(collect="mm")
     with clean_plugin.enabled(collect="bmm"):
         assert settings.current().collect == frozenset({"bmm"})
-    assert inductor.is_installed() and settings.current().collect == frozenset({"mm"})
+    assert adapter.is_installed() and settings.current().collect == frozenset({"mm"})
 
 
 def test_builtin_only_ops_are_not_taken_over(clean_plugin, monkeypatch):
-    from ah_plugin import inductor, registry
+    from ah_plugin.inductor import adapter
+    from ah_plugin.policy import registry
 
     monkeypatch.setenv(settings.ENV_COLLECT, "pad_mm,mm")
-    builtin_pad_mm = inductor.builtin_would_act("pad_mm")  # torch read its env at import
+    builtin_pad_mm = adapter.builtin_would_act("pad_mm")  # torch read its env at import
     clean_plugin.install()
     assert settings.current().handled_ops == frozenset({"mm", "packed_linear"})
-    assert inductor.builtin_would_act("pad_mm") == builtin_pad_mm
-    assert not inductor.builtin_would_act("mm")
+    assert adapter.builtin_would_act("pad_mm") == builtin_pad_mm
+    assert not adapter.builtin_would_act("mm")
 
 
 def test_switching_modes_changes_the_cache_key(clean_plugin):
     import torch._inductor.config as ic
 
     clean_plugin.install(use="mm", top_k=4)
-    key_use = ic.inductor_choices_class().uuid()
+    key_use = _built_handler(ic).uuid()
     clean_plugin.install(use="mm", top_k=5)
-    key_top5 = ic.inductor_choices_class().uuid()
+    key_top5 = _built_handler(ic).uuid()
     clean_plugin.install(collect="mm")
-    key_collect = ic.inductor_choices_class().uuid()
+    key_collect = _built_handler(ic).uuid()
     assert len({key_use, key_top5, key_collect}) == 3
     config_key = ic.save_config_portable()["inductor_choices_class"] if hasattr(ic, "save_config_portable") else None
     if config_key is not None and not isinstance(config_key, str):  # torch 2.11 keeps the object; its pickle
@@ -263,7 +279,7 @@ def test_autoload_never_breaks_import_torch():
     on, its hooks in once Inductor is imported."""
     env = dict(os.environ, TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm", AH_PLUGIN_TOP_K="not-a-number")
     code = ("import sys, torch, ah_plugin; print('ON', ah_plugin.status()['installed']); "
-            "import torch._inductor.config; adapter = sys.modules.get('ah_plugin.inductor'); "
+            "import torch._inductor.config; adapter = sys.modules.get('ah_plugin.inductor.adapter'); "
             "print('HOOKS', bool(adapter and adapter.is_installed()), ah_plugin.status()['policies'])")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -276,7 +292,7 @@ def test_autoload_never_breaks_import_torch():
 
 
 def test_search_space_filters_what_the_device_cannot_run():
-    from ah_plugin import search_space
+    from ah_plugin.collect import search_space
 
     hopper = 232448
     big = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, num_stages=4, num_warps=8)  # 262144 B of bf16 tiles
@@ -289,7 +305,7 @@ def test_search_space_filters_what_the_device_cannot_run():
 
 
 def test_search_space_sample_is_deterministic_per_input():
-    from ah_plugin import search_space
+    from ah_plugin.collect import search_space
 
     ids = [f"cfg{i}" for i in range(50)]
     a = search_space.sample(ids, 10, {"m": 128, "k": 64, "n": 32})
@@ -310,7 +326,7 @@ def test_bad_variable_after_switch_on_never_raises_inside_inductor(clean_plugin,
         warnings.simplefilter("ignore")
         assert ic.use_autoheuristic("mm") in (True, False)
         assert not ic.collect_autoheuristic("mm")
-        assert "ranking_off=AH_PLUGIN_TOP_K" in ic.inductor_choices_class().uuid()  # a new key, no raise
+        assert "ranking_off=AH_PLUGIN_TOP_K" in str(_built_handler(ic).uuid())  # a new key, no raise
         if hasattr(ic, "save_config_portable"):
             ic.save_config_portable()  # what the FX-graph cache key calls
 

@@ -22,19 +22,20 @@ import json, os, sys, warnings
 warnings.simplefilter("always")
 import torch
 import ah_plugin
-from ah_plugin import inductor, registry
+from ah_plugin.inductor import adapter as inductor
+from ah_plugin.policy import ChoicePolicy, registry
 
 assert inductor.is_installed(), "env var did not switch the plugin on"
 import torch._inductor.config as ic
 ic.freezing = True
 
-class Raising:
+class Raising(ChoicePolicy):
     def select(self, request):
         raise RuntimeError("select boom")
     def on_timings(self, request, timings, untimed):
         raise RuntimeError("timings boom")
 
-class KeepCpp:
+class KeepCpp(ChoicePolicy):
     op_names = {"packed_linear"}
     def __init__(self):
         self.requests = []

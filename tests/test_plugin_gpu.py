@@ -32,8 +32,9 @@ def run(m, k, n, transpose=False):
 
 PLUGIN = COMPILE + r'''
 import ah_plugin
-from ah_plugin import inductor, registry
-class Recorder:
+from ah_plugin.inductor import adapter as inductor
+from ah_plugin.policy import ChoicePolicy, registry
+class Recorder(ChoicePolicy):
     op_names = {"mm"}
     def __init__(self): self.seen = []
     def select(self, request):

@@ -4,18 +4,23 @@ variable's name or value said with the closest known one."""
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import subprocess
 import sys
 import warnings
 
 import pytest
 
-from ah_plugin import cpu_gemm, decision_words, env_names, env_values, settings
-from ah_plugin.collector import CollectStats
-from ah_plugin.exit_summary import summary_line
+from ah_plugin.collect.collector import CollectStats
+from ah_plugin.config import env_names, env_values, settings
 from ah_plugin.policy import AutotuneRequest
-from ah_plugin.ranking import RankingPolicy, UseStats
+from ah_plugin.report import cpu_gemm, decision_words, messages
+from ah_plugin.report.exit_summary import summary_line
+from ah_plugin.use.ranking import RankingPolicy, UseStats
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_cpu_gemm_message_says_what_was_asked_and_what_to_set():
@@ -88,8 +93,38 @@ def _program(tmp_path, **variables):
 ])
 def test_a_warning_is_shown_at_the_users_line_with_the_prefix(tmp_path, variables, said):
     program, lines = _program(tmp_path, **variables)
-    assert lines == [f"{program}:1: SettingsWarning: ah_plugin: {said}",
-                     "  import torch"]  # the user's source line, not the plugin's
+    if messages.SKIPS_FILES:
+        assert lines == [f"{program}:1: SettingsWarning: ah_plugin: {said}",
+                         "  import torch"]  # the user's source line, not the plugin's
+    else:  # Python 3.11 and older: the program, never the plugin's own code
+        assert lines == [f"{program}:0: SettingsWarning: ah_plugin: {said}"]
+
+
+def _python_that_skips_files() -> str | None:
+    """An interpreter of Python 3.12 or newer on this machine (``warnings.warn(skip_file_prefixes=...)``)."""
+    found = [shutil.which(f"python3.{minor}") for minor in (12, 13, 14)]
+    found += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")))
+    for python in filter(None, found):
+        done = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+                              capture_output=True, text=True)
+        if done.returncode == 0 and done.stdout.strip() == "True":
+            return python
+    return None
+
+
+def test_on_python_3_12_a_warning_names_the_users_line(tmp_path):
+    """The standard library skips the plugin's frames (no torch needed: the settings warn on their own)."""
+    python = _python_that_skips_files()
+    if python is None:
+        pytest.skip("no Python 3.12 or newer on this machine")
+    program = tmp_path / "prog.py"
+    program.write_text(f"import sys; sys.path.insert(0, {REPO!r})\nfrom ah_plugin.config import settings\n"
+                       "settings.current({'AH_PLUGIN_NON_GEMM': 'tun'})\n")
+    done = subprocess.run([python, str(program)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(f"{program}:3: SettingsWarning: ah_plugin: AH_PLUGIN_NON_GEMM='tun'"), lines
+    assert lines[1] == "  settings.current({'AH_PLUGIN_NON_GEMM': 'tun'})"
 
 
 def test_unknown_names_get_the_closest_known_one_or_none():
@@ -118,7 +153,8 @@ def test_a_warning_from_our_code_names_the_callers_file():
         warnings.simplefilter("always")
         settings.current({"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm", "AH_PLUGIN_NON_GEMM": "tun"})
     (said,) = caught
-    assert said.filename == __file__ and str(said.message).startswith("ah_plugin: AH_PLUGIN_NON_GEMM='tun'")
+    named = __file__ if messages.SKIPS_FILES else getattr(sys.modules["__main__"], "__file__", "__main__")
+    assert said.filename == named and str(said.message).startswith("ah_plugin: AH_PLUGIN_NON_GEMM='tun'")
 
 
 def _described(op, *sizes, dtype="torch.bfloat16"):

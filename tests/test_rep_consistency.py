@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ah_plugin.log_format import append_rows, format_row
+from ah_plugin.collect.log_format import append_rows, format_row
 from torchgen_ah.evaluation.studies import rep_consistency as rc
 from mm_log_meta import MM_LOG_METADATA
 

@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-from ah_plugin import features, log_format
+from ah_plugin.collect import features, log_format
 from torchgen_ah.training.estimator import NotFittedError, RankingTrainer
 from torchgen_ah.training.train_decision import FeatureSpec
 from torchgen_ah.training.train_generic import load_tables

@@ -131,8 +131,8 @@ def test_table_scores_three_rankers_on_one_table(tmp_path):
     assert 0 < slow < n_inputs and f"| all files, best kernel >= 50 us | {slow} |" in body
     assert f"| all files | {n_inputs} |" in body and f"| {MAIN} | {len(det['files'][0].table.keys)} |" in body
 
-    # cross-check one ranker with the plugin's own USE-policy pruning (ah_plugin.ranking.choose)
-    from ah_plugin.ranking import UseOptions, choose
+    # cross-check one ranker with the plugin's own USE-policy pruning (ah_plugin.use.ranking.choose)
+    from ah_plugin.use.ranking import UseOptions, choose
 
     held = det["held"]
     heuristic = hq.load_heuristic(hq.OURS_H100, "MMRankingH100")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ah_plugin import features
+from ah_plugin.collect import features
 from torchgen_ah.datagen.shape_sampler import MMInput
 from torchgen_ah.evaluation.studies import fast_heldout
 from torchgen_ah.mm import train_decision_mm as mm

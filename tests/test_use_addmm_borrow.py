@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ah_plugin import artifact_loader, features
+from ah_plugin.use import artifact_loader
+from ah_plugin.collect import features
 from ah_plugin.policy import AutotuneRequest
-from ah_plugin.ranking import RankingPolicy
+from ah_plugin.use.ranking import RankingPolicy
 
 H100 = {"device_capa": (9, 0), "shared_memory": 232448, "device_name": "NVIDIA H100 80GB HBM3"}
 

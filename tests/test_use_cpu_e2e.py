@@ -15,7 +15,8 @@ import json
 
 import pytest
 
-from ah_plugin import artifact_loader, demo, ranking
+from ah_plugin.use import artifact_loader, ranking
+from ah_plugin import demo
 
 pytestmark = pytest.mark.slow
 
@@ -123,7 +124,7 @@ def _train(log_path, name, out_dir):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "ah_plugin.console", "train-generic", str(log_path),
+    done = subprocess.run([sys.executable, "-m", "ah_plugin.report.console", "train-generic", str(log_path),
                            "--heuristic-name", name, "--out", str(out_dir)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -11,9 +11,9 @@ import warnings
 
 import pytest
 
-from ah_plugin import features, log_format
+from ah_plugin.collect import features, log_format
 from ah_plugin.policy import AutotuneRequest
-from ah_plugin.ranking import RankingPolicy
+from ah_plugin.use.ranking import RankingPolicy
 from torchgen_ah.training import train_generic
 
 OP = "packed_linear"

@@ -49,7 +49,7 @@ def test_windows_alternate_between_modes_the_order_rotating_each_round():
 def test_every_mode_judged_in_one_process_has_its_fresh_processes_plugin_settings(tmp_path):
     """A mode's plugin scope here gives the settings its own process's environment gives."""
     import ah_plugin
-    from ah_plugin import settings
+    from ah_plugin.config import settings
 
     for mode in zoo_one_process.MODES:
         env, _ = compile_cost.mode_environment(zoo.CONTROLS.get(mode, mode), str(tmp_path), base_env={})

@@ -1,6 +1,6 @@
 """``python -m torchgen_ah.<name>``, the commands' older names, kept working without a module per name.
 
-``ah_plugin.console.OLD_NAMES`` maps each older name (``torchgen_ah.compile_cost``) to the module that
+``ah_plugin.report.console.OLD_NAMES`` maps each older name (``torchgen_ah.compile_cost``) to the module that
 runs under it (``torchgen_ah.evaluation.compile_cost``), and each study's name from before it moved to
 ``torchgen_ah.evaluation.studies`` (``torchgen_ah.evaluation.step_profile``) to its module there. A
 finder on ``sys.meta_path``, put there when ``torchgen_ah`` is imported (as ``python -m`` does first),
@@ -14,7 +14,7 @@ import importlib.abc
 import importlib.util
 import sys
 
-from ah_plugin.console import OLD_NAMES
+from ah_plugin.report.console import OLD_NAMES
 
 
 class OldNameFinder(importlib.abc.MetaPathFinder):

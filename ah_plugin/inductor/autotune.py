@@ -1,18 +1,20 @@
 """One autotuning, start to finish: the policies are asked before code generation (``pre_codegen``),
-again after it where the first hook could not see the candidates (``preprocess``), and told the
-timings afterwards (``feedback``).
+again at the selector call where the first hook could not see the candidates (``preprocess``), and told
+the timings afterwards (``feedback``). What these share is the autotuning's session (``session``).
 
 * ``pre_codegen``: every candidate of an mm/addmm/bmm as a cheap ``KernelTemplateChoice`` (no Triton
-  code yet): the search space is widened, ids are put on the candidates, and the first policy with an
-  opinion prunes them. One kept candidate means Inductor benchmarks nothing; aten alone means no
-  template is compiled either. A CPU mm that arrives with aten alone is not autotuned at all
-  (``ah_plugin.cpu_gemm`` says once what to set instead).
-* ``preprocess`` (Inductor's preprocessing function, every autotuning, the CPU's ``packed_linear``
-  included): prunes what no pre-codegen hook saw, runs the numerical check a policy asks for, and puts
-  the benchmark plan on the candidates (CUDA-graph replay timing, TunableOp limits).
+  code yet): the search space is widened, ids are put on the candidates (their ``annotations``, which
+  Inductor keeps for this), and the first policy with an opinion prunes them. One kept candidate means
+  Inductor benchmarks nothing; aten alone means no template is compiled either. A CPU mm that arrives with
+  aten alone is not autotuned at all (``ah_plugin.report.cpu_gemm`` says once what to set instead).
+* ``preprocess`` (the selector call, every autotuning, the CPU's ``packed_linear`` included): prunes what
+  no pre-codegen hook saw, runs the numerical check a policy asks for, and puts the benchmark plan on the
+  candidates (CUDA-graph replay timing, TunableOp limits). Where the policies keep aten alone in a GEMM
+  lowering the plugin wrapped, it asks for the GEMM to be lowered again as max-autotune off lowers it.
 * ``feedback`` (Inductor's feedback saver): every candidate's time goes to the policies, and the aten
-  margin is applied to the timings Inductor picks its winner from: a template wins over aten only when
-  it is faster by ``AH_PLUGIN_ATEN_MARGIN`` (``ah_plugin.aten_margin``). Torch 2.13's
+  margin is applied to the timings Inductor picks its winner from (the one write into Inductor's data the
+  contract's ``feedback`` row names): a template wins over aten only when it is faster by
+  ``AH_PLUGIN_ATEN_MARGIN`` (``ah_plugin.use.aten_margin``). Torch 2.13's
   ``InductorChoices.override_best_choice`` is not used for this: Inductor does not call it on the
   multi-template path that max-autotune GEMMs take on the GPU (the benchmark-epilogue-fusion path),
   and torch 2.11 has no such hook; feedback savers run before the winner is taken on both paths.
@@ -24,24 +26,19 @@ from __future__ import annotations
 
 import torch._inductor.config as inductor_config
 
-from .. import aten_margin, cpu_gemm, decision_words, registry, settings
-from ..policy import AutotuneRequest
+from ..config import settings
+from ..policy import AutotuneRequest, PolicyChain
 from ..replay_timing import METHOD_REPLAY
-from . import numerical_check, padded_choice, wide_space
-from .patches import benchmarker, compile_once, lowerings, selector_frame
-from ..ranking import is_aten_choice
+from ..report import cpu_gemm, decision_words
+from ..report.messages import warn_once
+from ..report.verbose_output import verbose
+from ..use import aten_margin
+from ..use.ranking import is_aten_choice
+from . import numerical_check, padded_choice, plans, session, wide_space
+from .patches import benchmarker, compile_once
 from .requests import build_request, caller_ids, ktc_ids
 
 ID_ANNOTATION = "ah_plugin_id"
-
-
-def _current_settings():
-    """``settings.current()``; None (warned once) when a variable holds a bad value."""
-    try:
-        return settings.current()
-    except Exception as exc:  # Inductor calls this outside our guarded hooks too: never raise
-        registry.warn_once(("settings", str(exc)), f"ah_plugin: {exc}; the plugin leaves Inductor's choices alone")
-        return None
 
 
 def timing_method(device_type: str, current) -> str | None:
@@ -50,33 +47,17 @@ def timing_method(device_type: str, current) -> str | None:
     if current is None or current.timing != METHOD_REPLAY or device_type != "cuda":
         return None
     if getattr(inductor_config, "autotune_in_subproc", False):
-        registry.warn_once("subproc", "ah_plugin: TORCHINDUCTOR_AUTOTUNE_IN_SUBPROC=1 benchmarks Triton candidates in "
-                                      "a subprocess; they are timed per call there, not by CUDA-graph replay")
+        warn_once("subproc", "ah_plugin: TORCHINDUCTOR_AUTOTUNE_IN_SUBPROC=1 benchmarks Triton candidates in "
+                             "a subprocess; they are timed per call there, not by CUDA-graph replay")
         return None
     return METHOD_REPLAY
 
 
-def select(request: AutotuneRequest, current) -> list[str] | None:
+def select(request: AutotuneRequest, current, chain: PolicyChain) -> list[str] | None:
     """The first policy's answer that keeps at least one existing candidate; None: keep all."""
     if request.op_name in current.collect_ops:
         return None  # collecting: every candidate must be timed
-    for policy in registry.policies_for(request.op_name):
-        if getattr(policy, "select", None) is None:
-            continue
-        answer = registry.call_policy(policy, "select", request)
-        if answer is None or answer is registry.FAILED:
-            continue
-        existing = set(request.candidates)
-        keep = [cid for cid in answer if cid in existing]
-        if not keep:
-            registry.warn_once(("empty", registry.policy_name(policy)),
-                               f"ah_plugin: policy {registry.policy_name(policy)} kept no existing choice; ignoring it")
-            continue
-        if not getattr(policy, "says_decisions", False):  # the learned ranking says its own, with its reason
-            registry.verbose(f"{decision_words.gemm(request)}: {registry.policy_words(policy)} "
-                             f"{decision_words.kept(keep, request.candidates)}")
-        return keep
-    return None
+    return chain.select(request)
 
 
 def _kept(items: list, ids: list[str], keep: list[str] | None) -> tuple[list, list[str]]:
@@ -92,9 +73,10 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
     if not ktcs:
         return ktcs
     current = settings.current()
-    if not (current.active or registry.registered_policies()):
+    chain = PolicyChain.for_op(op_name)
+    if not (current.active or PolicyChain.registered()):
         return ktcs
-    if padded_choice.in_padded_graph() or lowerings.as_off():
+    if padded_choice.in_padded_graph() or session.lowered_as_off():
         return ktcs  # the padded candidate's own mm, or a GEMM lowered as off: nothing to offer, ask or say
     if op_name == "mm" and current.offers_padded(kernel_inputs.device_type or ""):
         ktcs = _with_padded(ktcs, kernel_inputs)
@@ -111,25 +93,25 @@ def pre_codegen(handler, ktcs, kernel_inputs, templates, op_name, kwarg_override
         try:
             ktcs = wide_space.widened(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrides, current)
         except Exception as exc:  # a torch without the exhaustive list: keep Inductor's space
-            registry.warn_once(("space", type(exc)), f"ah_plugin: wider search space unavailable ({exc!r})")
+            warn_once(("space", type(exc)), f"ah_plugin: wider search space unavailable ({exc!r})")
     ids = ktc_ids(ktcs)
     for ktc, cid in zip(ktcs, ids):
         ktc.annotations[ID_ANNOTATION] = cid
-    if not registry.policies_for(op_name):
+    if not chain:
         return ktcs
     request = build_request(op_name, kernel_inputs.nodes(), _offered_so_far(op_name, ids), "pre_codegen")
-    return _kept(ktcs, ids, select(request, current))[0]
+    return _kept(ktcs, ids, select(request, current, chain))[0]
 
 
 def _offered_so_far(op_name: str, ids: list[str]) -> list[str]:
     """``ids`` with the candidates earlier calls of the same lowering offered: an addmm's lowering asks for
     its aten kernels and its templates in separate calls on torch 2.13 and newer, and the policies must
     weigh a template against aten, not against the other templates alone."""
-    state = lowerings.current()
-    if state is None or state.name != op_name:
+    lowering = session.innermost(session.Lowering)
+    if lowering is None or lowering.name != op_name:
         return ids
-    state.seen.extend(cid for cid in ids if cid not in state.seen)
-    return list(state.seen)
+    lowering.offered.extend(cid for cid in ids if cid not in lowering.offered)
+    return list(lowering.offered)
 
 
 def _with_padded(ktcs, kernel_inputs) -> list:
@@ -137,73 +119,81 @@ def _with_padded(ktcs, kernel_inputs) -> list:
     try:
         extra = padded_choice.padded_ktc(ktcs, kernel_inputs)
     except Exception as exc:  # a torch whose subgraph templates differ: Inductor's candidates as they are
-        registry.warn_once(("padded", type(exc)), f"ah_plugin: padded candidate unavailable ({exc!r})")
+        warn_once(("padded", type(exc)), f"ah_plugin: padded candidate unavailable ({exc!r})")
         return ktcs
     return ktcs if extra is None else [*ktcs, extra]
 
 
-def preprocess(choices):
-    """Inductor's preprocessing function: prune (when pre-codegen could not), check, plan the benchmark.
-    Where the policies keep aten alone, the GEMM is lowered again as max-autotune off lowers it
-    (``patches.lowerings``): nothing is benchmarked, and the generated code is off's."""
+def preprocess(autotuning: session.Autotuning, choices) -> tuple[list, bool]:
+    """The selector call's candidates pruned (when pre-codegen could not), checked and planned; and whether
+    the GEMM is to be lowered again as max-autotune off lowers it (the policies kept aten alone, or a lone
+    kept template does not compile, in a lowering the plugin wrapped: nothing is benchmarked, and the
+    generated code is off's)."""
     if not choices:
-        return choices
+        return choices, False
     try:
-        asked = _asked(choices)
+        asked = _asked(autotuning, choices)
     except Exception as exc:
-        registry.warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
-        return choices
+        warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
+        return choices, False
     if asked is None:
-        return choices
-    choices, ids, request, local, policies, current = asked
-    if request.op_name not in current.collect_ops and all(is_aten_choice(cid) for cid in ids):
-        lowerings.fall_back_to_off(request.op_name)  # raises inside a lowering the plugin can redo as off
-    if len(choices) == 1 and not is_aten_choice(ids[0]) and not _compiles(choices[0], ids[0], current):
-        lowerings.fall_back_to_off(request.op_name)  # a lone template that cannot compile: aten, as off
+        return choices, False
+    choices, ids, request, chain, current = asked
+    relowers = autotuning.lowering is not None
+    if relowers and request.op_name not in current.collect_ops and all(is_aten_choice(cid) for cid in ids):
+        return choices, True
+    if relowers and len(choices) == 1 and not is_aten_choice(ids[0]) and not _compiles(choices[0], ids[0], current):
+        return choices, True  # a lone template that cannot compile: aten, as off
     try:
-        choices = numerical_check.checked(choices, ids, request, local, policies)
-        return _planned(choices, request, policies, local["input_nodes"][0].get_device().type, current)
+        choices = numerical_check.checked(choices, ids, request, autotuning, chain)
+        return _planned(autotuning, choices, request, chain, current), False
     except Exception as exc:
-        registry.warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
-        return choices
+        warn_once(("post", type(exc)), f"ah_plugin: preprocessing hook failed ({exc!r}); using Inductor's choices")
+        return choices, False
 
 
-def _asked(choices):
-    """(choices kept, their ids, the request, the selector's locals, the policies, the settings) of the
-    autotuning a preprocessing function serves; None when no policy acts on it."""
-    current = _current_settings()
-    if current is None or lowerings.as_off():
+def _asked(autotuning: session.Autotuning, choices):
+    """(choices kept, their ids, the request, the policies, the settings) of the autotuning; None when no
+    policy acts on it."""
+    current = plans.current_settings()
+    if current is None or session.lowered_as_off():
         return None
-    local = _selector_inputs(choices)
-    if local is None:
-        return None
-    name, nodes = local["name"], local["input_nodes"]
-    if name is None or not nodes:
-        return None
-    policies = registry.policies_for(name)
-    if not policies:
+    chain = PolicyChain.for_op(autotuning.name)
+    if not chain:
         return None
     if len(choices) == 1 and not (getattr(choices[0], "annotations", None) or {}).get(ID_ANNOTATION):
         # one candidate no pre-codegen hook saw (the CPU's packed_linear with max-autotune off): nothing to
         # choose, and its inputs may not be laid out yet
         if not _max_autotune():
-            cpu_gemm.note_no_max_autotune(name, current)
+            cpu_gemm.note_no_max_autotune(autotuning.name, current)
+        return None
+    nodes = _request_nodes(autotuning, choices)
+    if not nodes:
         return None
     ids = caller_ids(choices)
-    request = build_request(name, nodes, ids, "post_codegen")
+    request = build_request(autotuning.name, nodes, ids, "post_codegen")
     if not all((getattr(c, "annotations", None) or {}).get(ID_ANNOTATION) for c in choices):
         # candidates the pre-codegen hook did not see (C++ and convolution templates, added outside
         # Inductor's template configs): the policies are asked again, with every candidate
-        keep = select(request, current)
+        keep = select(request, current, chain)
         if keep is not None:
             choices, ids = _kept(choices, ids, keep)
-            request = build_request(name, nodes, ids, "post_codegen")
-    return choices, ids, request, local, policies, current
+            request = build_request(autotuning.name, nodes, ids, "post_codegen")
+    return choices, ids, request, chain, current
 
 
 def _max_autotune() -> bool:
     """Whether Inductor autotunes GEMMs in this compile (``mode="max-autotune"`` or its GEMM option)."""
     return bool(getattr(inductor_config, "max_autotune", False) or getattr(inductor_config, "max_autotune_gemm", False))
+
+
+def _request_nodes(autotuning: session.Autotuning, choices) -> list:
+    """The input nodes a request describes: in a GEMM lowering the plugin wrapped, the first candidate's (an
+    addmm's aten kernels take the bias as it is, not broadcast); else those of the selector call."""
+    nodes = getattr(choices[0], "input_nodes", None)
+    if autotuning.lowering is not None and nodes:
+        return list(nodes)
+    return list(autotuning.input_nodes or [])
 
 
 def _compiles(choice, choice_id: str, current) -> bool:
@@ -225,76 +215,38 @@ def _compiles(choice, choice_id: str, current) -> bool:
         precompile()
         return True
     except Exception as exc:  # a Triton compile error (out of resources, a bug in a config): aten instead
-        registry.warn_once(("lone_compile", choice_id), f"ah_plugin: the kept template {choice_id} failed to "
-                           f"compile ({type(exc).__name__}: {str(exc)[:200]}); aten is used for this GEMM")
+        warn_once(("lone_compile", choice_id), f"ah_plugin: the kept template {choice_id} failed to "
+                  f"compile ({type(exc).__name__}: {str(exc)[:200]}); aten is used for this GEMM")
         return False
 
 
-def _selector_inputs(choices) -> dict | None:
-    """The op name, input nodes and output layout of the autotuning a preprocessing function serves:
-    from the GEMM lowering the plugin wrapped (``patches.lowerings``) and the candidates themselves, else
-    (autotunings outside those lowerings: the CPU's mkldnn linear, mm_plus_mm, custom ops) from the
-    selector's frame (``patches.selector_frame``)."""
-    state = lowerings.current()
-    first = choices[0]
-    nodes, layout = getattr(first, "input_nodes", None), getattr(first, "layout", None)
-    if state is not None and nodes and layout is not None:
-        return {"name": state.name, "input_nodes": list(nodes), "layout": layout}
-    return selector_frame.selector_locals(depth=4)
-
-
-def _limits(request: AutotuneRequest, policies) -> dict | None:
-    """The strictest limits the policies ask for (optional ``benchmark_limits(request)``; a value of 0 is no
-    limit); None when none asks, ``{}`` when one asks with no limit (the timings must still be its own)."""
-    limits: dict | None = None
-    for policy in policies:
-        if getattr(policy, "benchmark_limits", None) is None:
-            continue
-        answer = registry.call_policy(policy, "benchmark_limits", request)
-        if answer is None or answer is registry.FAILED:
-            continue
-        limits = {} if limits is None else limits
-        for key in ("duration_ms", "iterations"):
-            value = answer.get(key)
-            if value is not None and int(value) > 0:
-                limits[key] = min(int(value), limits.get(key, int(value)))
-    return limits
-
-
-def _planned(choices, request: AutotuneRequest, policies, device_type: str, current):
+def _planned(autotuning: session.Autotuning, choices, request: AutotuneRequest, chain: PolicyChain, current):
     """Put the benchmark plan (timing method, limits) on the candidates that will be benchmarked."""
     if len(choices) < 2:
         return choices  # nothing is benchmarked
     if current.compile_once and request.op_name not in current.collect_ops:
         compile_once.remember(choices)  # not collecting: a few templates per GEMM, one of which may win
-    plan = benchmarker.Plan(timing=timing_method(device_type, current), limits=_limits(request, policies))
+    device_type = autotuning.input_nodes[0].get_device().type
+    plan = benchmarker.Plan(timing=timing_method(device_type, current), limits=chain.limits(request))
     if plan.timing is None and plan.limits is None:
         return choices
     how = "CUDA-graph replay" if plan.timing == METHOD_REPLAY else "Inductor (per call)"
-    registry.verbose(f"{decision_words.gemm(request)}: {len(choices)} candidates timed by "
-                     f"{how}" + (f", limited to {plan.limits}" if plan.limits else ""))
-    for choice in benchmarker.with_plan(choices, plan):
-        choice._ah_plugin_plan = plan
-    return choices
-
-
-def _plan_of(choices):
-    for choice in choices:
-        plan = getattr(choice, "_ah_plugin_plan", None)
-        if plan is not None:
-            return plan
-    return None
+    verbose(f"{decision_words.gemm(request)}: {len(choices)} candidates timed by "
+            f"{how}" + (f", limited to {plan.limits}" if plan.limits else ""))
+    autotuning.plan = plan
+    session.bind(choices, autotuning)
+    return benchmarker.with_plan(choices, plan)
 
 
 def feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precompile_times=None):
     """Inductor's feedback saver: every candidate's time to the policies, then the aten margin."""
     try:
-        current = _current_settings()
-        acting = registry.policies_for(name)
-        if current is None or not choices or not (acting or name in current.use_ops):
+        current = plans.current_settings()
+        chain = PolicyChain.for_op(name)
+        if current is None or not choices or not (chain or name in current.use_ops):
             return
-        policies = [p for p in acting if hasattr(p, "on_timings")]
-        plan = _plan_of(choices)
+        autotuning = session.of_choices(choices)
+        plan = autotuning.plan if autotuning is not None else None
         ids = caller_ids(choices)
         method = plan.method() if plan is not None else None
         request = build_request(name, input_nodes, ids, "feedback", timing=method)
@@ -311,16 +263,15 @@ def feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precomp
             else:
                 timed[cid] = value
     except Exception as exc:
-        registry.warn_once(("feedback", type(exc)), f"ah_plugin: feedback hook failed ({exc!r}); nothing recorded")
+        warn_once(("feedback", type(exc)), f"ah_plugin: feedback hook failed ({exc!r}); nothing recorded")
         return
-    for policy in policies:
-        registry.call_policy(policy, "on_timings", request, timed, untimed)
+    chain.tell("on_timings", lambda p: p.on_timings(request, timed, untimed))
     if name in current.collect_ops:
         return  # collecting: Inductor's own pick, nothing else changes
     try:
         _apply_margin(timings, choices, ids, current.aten_margin)
     except Exception as exc:
-        registry.warn_once(("margin", type(exc)), f"ah_plugin: aten margin not applied ({exc!r})")
+        warn_once(("margin", type(exc)), f"ah_plugin: aten margin not applied ({exc!r})")
 
 
 def _apply_margin(timings, choices, ids, margin: float) -> None:
@@ -338,4 +289,4 @@ def _apply_margin(timings, choices, ids, margin: float) -> None:
     for choice, cid in zip(choices, ids):
         if cid in losers:
             timings[choice] = max(float(timings[choice]), floor)
-    registry.verbose(f"aten margin {margin:g}: {len(losers)} template(s) lose to aten")
+    verbose(f"aten margin {margin:g}: {len(losers)} template(s) lose to aten")

@@ -5,8 +5,9 @@ Installed through Inductor's registry of choices handlers where the torch has on
 hook taken from the first that overrides it), else through ``config.inductor_choices_class`` (a factory
 that builds the class set before, with ours mixed in over it, so a user's own choices class keeps its
 overrides; ``uuid()`` chains too) and, for a thread that had already built its handler,
-``V.set_choices_handler``. Under composition a handler listed before ours that overrides the same hook
-wins it; ``hook_owner`` tells, and the contract check names it (``contract.py``).
+``V.set_choices_handler``. A handler that runs its own ``_finalize_template_configs`` in place of ours (one
+listed before ours under composition, a class set in the config after the plugin) wins that hook:
+``overriding_class`` names it, and the selector call warns once with that name (``patches/selector.py``).
 
 Checked on torch 2.11, 2.13, 2.14 and 2.15: ``InductorChoices._finalize_template_configs(template_choices,
 kernel_inputs, templates, op_name, kwarg_overrides)`` and ``uuid()`` (used in the FX-graph cache key of
@@ -15,15 +16,20 @@ a configured or registered choices class).
 
 from __future__ import annotations
 
+import uuid
+
+import torch._inductor.config as inductor_config
 from torch._inductor import choices as inductor_choices
 from torch._inductor.choices import InductorChoices
 from torch._inductor.virtualized import V
 
-from .. import registry, settings
-from . import autotune, contract, flex_choices
-from ..flex_ranking import FLEX_BACKWARD, FLEX_DECODING, FLEX_FORWARD
+from ..config import settings
+from ..policy import PolicyChain
+from ..report.messages import warn_once
+from ..use.flex_ranking import FLEX_BACKWARD, FLEX_DECODING, FLEX_FORWARD
+from . import autotune, contract, flex_choices, plans
 
-_state = {"installed": False, "nonce": ""}
+_state = {"installed": False, "nonce": uuid.uuid4().hex}  # nonce: this process's part of a collecting key
 
 
 class PluginChoices(InductorChoices):
@@ -38,9 +44,9 @@ class PluginChoices(InductorChoices):
                 parent = base_uuid()
             except NotImplementedError:
                 parent = None
-        current = autotune._current_settings()
+        current = plans.current_settings()
         described = settings.describe(current) if current is not None else "settings=invalid"
-        policies = ",".join(registry.policy_key(p) for p in registry.registered_policies())
+        policies = PolicyChain.registered().cache_key()
         nonce = _state["nonce"] if current is not None and current.collect else ""
         return f"ah_plugin:{described};policies={policies};{nonce};parent={parent}"
 
@@ -53,8 +59,8 @@ class PluginChoices(InductorChoices):
         try:
             return autotune.pre_codegen(self, ktcs, kernel_inputs, templates, op_name, kwarg_overrides)
         except Exception as exc:
-            registry.warn_once(("pre", type(exc)),
-                               f"ah_plugin: pre-codegen hook failed ({exc!r}); using Inductor's choices")
+            warn_once(("pre", type(exc)),
+                      f"ah_plugin: pre-codegen hook failed ({exc!r}); using Inductor's choices")
             return ktcs
 
     def get_flex_attention_fwd_configs(self, head_dim, dtype, device_type="cuda"):
@@ -74,10 +80,9 @@ class PluginChoices(InductorChoices):
             return ask(head_dim, dtype, device_type)
         contract.note("flex_configs")
         try:
-            return flex_choices.configs(op, ask, head_dim, dtype, device_type, autotune._current_settings())
+            return flex_choices.configs(op, ask, head_dim, dtype, device_type, plans.current_settings())
         except Exception as exc:  # never fail a lowering: Inductor's own list
-            registry.warn_once(("flex", type(exc)),
-                               f"ah_plugin: flex config hook failed ({exc!r}); using Inductor's configs")
+            warn_once(("flex", type(exc)), f"ah_plugin: flex config hook failed ({exc!r}); using Inductor's configs")
             return ask(head_dim, dtype, device_type)
 
 
@@ -132,19 +137,25 @@ def has_registry() -> bool:
     return callable(getattr(inductor_choices, "register_inductor_choices", None))
 
 
-def hook_owner(name: str = "_finalize_template_configs") -> str | None:
-    """The class whose ``name`` hook Inductor's current handler runs; None when it cannot tell."""
+def overriding_class() -> str | None:
+    """The class whose own ``_finalize_template_configs`` Inductor's current handler runs in place of the
+    plugin's, or None (the plugin's runs, or nothing can tell)."""
+    if not _state["installed"]:
+        return None
     try:
-        bound = getattr(V.choices, name)
+        owner = getattr(V.choices._finalize_template_configs, "__self__", None)
     except Exception:  # no handler can be built here: nothing to tell
         return None
-    owner = getattr(bound, "__self__", None)
-    return type(owner).__name__ if owner is not None else None
+    if owner is None or isinstance(owner, PluginChoices):
+        return None
+    for cls in type(owner).__mro__:
+        if "_finalize_template_configs" in vars(cls):
+            return None if cls is InductorChoices else cls.__qualname__
+    return None
 
 
-def install(inductor_config, nonce: str) -> None:
+def install() -> None:
     """Make Inductor build our choices class from now on, in this thread too."""
-    _state["nonce"] = nonce
     if has_registry():
         if not _state.get("registered"):
             inductor_choices.register_inductor_choices(REGISTRY_KEY, PluginChoices)
@@ -161,7 +172,7 @@ def install(inductor_config, nonce: str) -> None:
     _state["installed"] = True
 
 
-def uninstall(inductor_config) -> None:
+def uninstall() -> None:
     """Inductor's choices class back as it was, in this thread too."""
     if _state.pop("registered", False):
         inductor_choices.unregister_inductor_choices(REGISTRY_KEY)

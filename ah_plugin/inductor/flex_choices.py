@@ -16,8 +16,9 @@ from __future__ import annotations
 import torch
 from torch._inductor import config as inductor_config
 
-from .. import artifact_loader, flex_ranking, registry
-from ..ranking import lone_template_share, supported
+from ..report.verbose_output import verbose
+from ..use import artifact_loader, flex_ranking
+from ..use.ranking import lone_template_share, supported
 from .patches import flex_lowering
 from .requests import device_metadata
 
@@ -67,7 +68,7 @@ def configs(op: str, ask, head_dim: int, dtype, device_type, current, call=None,
     stats["offered"] += len(ids)
     stats["kept"] += len(keep)
     stats["without_ranking"] += ranked is None
-    registry.verbose(f"{op} (head dim {head_dim}, {str(dtype).split('.')[-1]}): {why}; keeps "
+    verbose(f"{op} (head dim {head_dim}, {str(dtype).split('.')[-1]}): {why}; keeps "
                      f"{len(keep)} of {len(ids)} configs: {', '.join(keep)}")
     return [offered[ids.index(cid)] for cid in keep]
 

@@ -35,12 +35,9 @@ from torch._inductor.codegen.subgraph import SubgraphTemplate
 from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 from torch._inductor.ir import FixedLayout
 from torch._inductor.kernel_template_choice import KernelTemplateChoice
-try:  # torch 2.14 moved the template heuristics (the old module a shim that says it will be removed)
-    from torch._inductor.heuristics.template.params import DictKernelTemplateParams
-except ImportError:  # torch 2.11 and 2.13
-    from torch._inductor.template_heuristics.params import DictKernelTemplateParams
 
-from .. import choice_ids, registry
+from ..report.messages import warn_once
+from ..use import choice_ids
 
 TEMPLATE_NAME = choice_ids.PADDED_CHOICE_NAME
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -121,8 +118,8 @@ class PaddedMMTemplate(SubgraphTemplate):
         try:
             return self._generate(input_nodes, layout, *plan)
         except Exception as exc:
-            registry.warn_once(("padded_generate", type(exc)),
-                               f"ah_plugin: padded candidate left out ({type(exc).__name__}: {exc})")
+            warn_once(("padded_generate", type(exc)),
+                      f"ah_plugin: padded candidate left out ({type(exc).__name__}: {exc})")
             raise NotImplementedError(str(exc)) from exc
 
     def _generate(self, input_nodes, layout, sizes, padded):
@@ -183,4 +180,13 @@ def padded_ktc(ktcs, kernel_inputs):
     layout = ktcs[0].layout
     if _plan(kernel_inputs.nodes(), layout) is None:
         return None
-    return KernelTemplateChoice(_TEMPLATE, DictKernelTemplateParams({}), {}, layout, kernel_inputs)
+    return KernelTemplateChoice(_TEMPLATE, _template_params()({}), {}, layout, kernel_inputs)
+
+
+def _template_params():
+    """Inductor's ``DictKernelTemplateParams``, where this torch keeps it (the contract's ``template_params``)."""
+    try:  # torch 2.14 moved the template heuristics (the old module a shim that says it will be removed)
+        from torch._inductor.heuristics.template.params import DictKernelTemplateParams
+    except ImportError:  # torch 2.11 and 2.13
+        from torch._inductor.template_heuristics.params import DictKernelTemplateParams
+    return DictKernelTemplateParams

@@ -22,7 +22,8 @@ from torch._inductor.select_algorithm import (
 from torch._inductor.utils import get_gpu_shared_memory
 from torch._inductor.virtualized import V
 
-from .. import choice_ids, features, flex_ranking
+from ..use import choice_ids, flex_ranking
+from ..collect import features
 from ..policy import AutotuneRequest
 
 try:  # subgraph templates (decompose-k, ...) exist on the torch versions we support; kept optional

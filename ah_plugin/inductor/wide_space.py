@@ -1,6 +1,6 @@
 """The wider Triton mm search space, added before code generation.
 
-Configs from Inductor's exhaustive mm list that this device can run (``ah_plugin.search_space`` decides
+Configs from Inductor's exhaustive mm list that this device can run (``ah_plugin.collect.search_space`` decides
 which) join the candidates of an mm/addmm/bmm on CUDA. Collect mode benchmarks a deterministic sample
 of them per input; use mode offers all of them to the ranking. Only the classic Triton mm template is
 widened; anything else is left as it is.
@@ -13,7 +13,9 @@ from __future__ import annotations
 import torch._inductor.config as inductor_config
 from torch._inductor.select_algorithm import TritonTemplate
 
-from .. import choice_ids, registry, search_space
+from ..use import choice_ids
+from ..report.verbose_output import verbose
+from ..collect import search_space
 from .requests import build_request, device_metadata, ktc_ids
 
 WIDENED_OPS = ("mm", "addmm", "bmm")
@@ -45,5 +47,5 @@ def widened(handler, ktcs, kernel_inputs, templates, op_name, kwarg_overrides, c
         feats = build_request(op_name, kernel_inputs.nodes(), [], "pre_codegen").features
         picked = set(search_space.sample(sorted(cid for cid, _ in candidates), current.search_sample, feats))
         candidates = [(cid, ktc) for cid, ktc in candidates if cid in picked]
-    registry.verbose(f"{op_name}: search space adds {len(candidates)} configs to {len(ktcs)}")
+    verbose(f"{op_name}: search space adds {len(candidates)} configs to {len(ktcs)}")
     return list(ktcs) + [ktc for _, ktc in candidates]

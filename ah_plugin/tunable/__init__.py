@@ -50,12 +50,14 @@ __all__ = [
 def _register_with_hook() -> None:
     """Put the cache first among the plugin's policies (a no-op when the hook cannot load)."""
     try:
-        from ah_plugin import registry
+        from ah_plugin.inductor import adapter
+        from ah_plugin.policy import registry
 
         if POLICY not in registry.registered_policies():
+            adapter.install()
             registry.register_policy(POLICY, registry.POSITION_CACHE)
     except Exception as error:  # never break the caller; the plain-request API keeps working
-        from ah_plugin import messages
+        from ah_plugin.report import messages
 
         messages.warn(f"results cache: the Inductor hook is unavailable ({error!r})", RuntimeWarning)
 
@@ -122,7 +124,7 @@ def get_max_tuning_iterations() -> int:
 
 def _path(name: str, value) -> str:
     """A file name argument checked as the variables' are (``env_values.parse_path``); ValueError names it."""
-    from ah_plugin.env_values import BadValue, parse_path
+    from ah_plugin.config.env_values import BadValue, parse_path
 
     try:
         return parse_path(value if isinstance(value, str) else str(value))

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import warnings
 
-from .. import command_line
+from ..report import command_line
 from . import params as P
 from . import results_file as F
 from . import settings as S
@@ -190,11 +190,13 @@ def _device_for(index: int) -> str:
 def _cache_on() -> None:
     """The cache on and first among the plugin's policies: what ``ah_plugin.tunable.enable(True)`` does, here
     without importing the package's front, which imports this module."""
-    from .. import registry
+    from ..inductor import adapter
+    from ..policy import registry
     from .policy import POLICY
 
     S.api.enabled = True
     if POLICY not in registry.registered_policies():
+        adapter.install()
         registry.register_policy(POLICY, registry.POSITION_CACHE)
 
 
@@ -258,7 +260,7 @@ def _gather(results_paths: list[str], num_copies: int) -> str:
 
 def _launcher_number(name: str, default: int, minimum: int) -> int:
     """torchrun's RANK / WORLD_SIZE / LOCAL_RANK as an integer; ValueError naming the variable otherwise."""
-    from ah_plugin.env_values import ascii_int
+    from ah_plugin.config.env_values import ascii_int
 
     text = os.environ.get(name, "")
     value = ascii_int(text) if text else default

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ah_plugin import messages
+from ah_plugin.report import messages
 
 # Inductor's op names for GEMMs, and where A and B sit among the op's inputs.
 # packed_linear (CPU, freezing) computes x @ W.t() with W stored as [N, K]: B is input 2 transposed.

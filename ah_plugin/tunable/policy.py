@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 
-from ah_plugin import aten_margin, messages
-from ah_plugin.policy import AutotuneRequest
+from ah_plugin.use import aten_margin
+from ah_plugin.report import messages
+from ah_plugin.policy import AutotuneRequest, ChoicePolicy
 
 from . import params as P
 from . import results_file as F
@@ -38,7 +39,7 @@ def aten_candidate(candidates: list[str]) -> str | None:
 def heuristic_top1(request: AutotuneRequest) -> str | None:
     """The USE heuristic's best-ranked candidate, or None when no artifact fits or it fails (warned once,
     naming the artifact: artifact code runs guarded, so nothing it does reaches the compile)."""
-    from ah_plugin import artifact_loader, ranking
+    from ah_plugin.use import artifact_loader, ranking
 
     artifact = ranking.default_policy().artifact_for(request.op_name, request.metadata)
     if artifact is None:
@@ -55,7 +56,7 @@ def heuristic_top1(request: AutotuneRequest) -> str | None:
 def _margin() -> float:
     """The plugin's aten margin (``AH_PLUGIN_ATEN_MARGIN``); 0 when the plugin's settings cannot be read."""
     try:
-        from ah_plugin import settings
+        from ah_plugin.config import settings
 
         return settings.current().aten_margin
     except Exception:  # a bad unrelated variable must not stop the cache from recording
@@ -66,7 +67,7 @@ def request_key(request: AutotuneRequest) -> P.GemmParams | None:
     return P.from_request(request.op_name, request.features, request.tensors)
 
 
-class TunableCachePolicy:
+class TunableCachePolicy(ChoicePolicy):
     """Stateless front of the process-wide `ResultsStore`."""
 
     name = "tunable"

@@ -20,7 +20,7 @@ every name of one file shares one lock); a file that is not a results file is re
 never moved or written; side files (`.unreadable`, `.rejected`, `.lock`) are never opened through a
 link. What is not a regular file (a FIFO, a device), a file without a write permission bit, and, for a
 rewrite, a file owned by another user are refused too (`whole_lines.RefusedWrite`). A missing folder is
-created, and said. A write that fails part way is cut back to the last whole line (`ah_plugin.whole_lines`).
+created, and said. A write that fails part way is cut back to the last whole line (`ah_plugin.collect.whole_lines`).
 
 Cost: an append reads the file's first lines only (its validators), whatever its size.
 
@@ -36,7 +36,7 @@ import secrets
 import warnings
 from contextlib import contextmanager
 
-from ah_plugin import whole_lines
+from ah_plugin.collect import whole_lines
 
 from .results_format import (  # noqa: F401 - the file's API, one import for callers
     DEFAULT_SOLUTION,

@@ -30,7 +30,8 @@ import re
 import string
 from dataclasses import dataclass, field
 
-from .. import messages, whole_lines
+from ..collect import whole_lines
+from ..report import messages
 from . import params as P
 
 DEFAULT_SOLUTION = "Default"

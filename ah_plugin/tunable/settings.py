@@ -1,6 +1,6 @@
 """Every switch of the results cache, with its environment variable and Python-API twin.
 
-The rules, written once (the same as the plugin's, ah_plugin/settings.py and docs/plugin.md):
+The rules, written once (the same as the plugin's, ah_plugin/config/settings.py and docs/plugin.md):
 
 - **an environment variable that is set (to a non-empty value) wins over the Python API; the API sets
   the value used while the variable is unset;**
@@ -18,8 +18,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ah_plugin.env_values import (BadValue, SettingsWarning, ascii_int, finite_number, parse_bool, parse_int,
-                                  parse_path, warn_bad)
+from ah_plugin.config.env_values import BadValue, SettingsWarning, ascii_int, finite_number, parse_bool, parse_int, parse_path, warn_bad
 
 ENABLED = "AH_TUNABLE_ENABLED"
 TUNING = "AH_TUNABLE_TUNING"

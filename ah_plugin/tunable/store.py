@@ -22,9 +22,9 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from ah_plugin import whole_lines
-from ah_plugin.log_format import write_failure as _write_failure
-from ah_plugin.messages import PREFIX
+from ah_plugin.collect import whole_lines
+from ah_plugin.collect.log_format import write_failure as _write_failure
+from ah_plugin.report.messages import PREFIX
 
 from . import params as P
 from . import results_file as F

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ah_plugin.log_format import CHOICE_COLUMN, FEEDBACK_COLUMN
+from ah_plugin.collect.log_format import CHOICE_COLUMN, FEEDBACK_COLUMN
 from torchgen_ah.data.ah_log import FEATURE_TEXT_ATTR, feature_columns
 
 COUNT_COLUMN = "count"

@@ -19,13 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ah_plugin.log_format import (
-    CHOICE_COLUMN,
-    FEEDBACK_COLUMN,
-    AHLogError,
-    atomic_log_file,
-    parse_metadata,
-)
+from ah_plugin.collect.log_format import CHOICE_COLUMN, FEEDBACK_COLUMN, AHLogError, atomic_log_file, parse_metadata
 from torchgen_ah.data.log_files import read_log_bytes, written_as_text
 
 # frame.attrs key holding the original text of numerical columns whose values do not print back the

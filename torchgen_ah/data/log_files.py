@@ -16,7 +16,7 @@ import shutil
 import warnings
 import zlib
 
-from ah_plugin.log_format import AHLogError
+from ah_plugin.collect.log_format import AHLogError
 
 COMPRESSED_SUFFIX = ".gz"
 _CHUNK = 1 << 20

@@ -26,14 +26,8 @@ import os
 import sys
 import warnings
 
-from ah_plugin import command_line
-from ah_plugin.log_format import (
-    CHOICE_COLUMN,
-    FEEDBACK_COLUMN,
-    AHLogError,
-    atomic_log_file,
-    parse_metadata,
-)
+from ah_plugin.report import command_line
+from ah_plugin.collect.log_format import CHOICE_COLUMN, FEEDBACK_COLUMN, AHLogError, atomic_log_file, parse_metadata
 from torchgen_ah.data.log_files import open_log_text, read_log_head, written_as_text
 
 _WARN_FIRST = 5

@@ -19,7 +19,7 @@ import zipfile
 
 from tqdm import tqdm
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 
 URL_BASE = "https://github.com/AlnisM/autoheuristic-datasets/raw/main/"
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.datagen import distributed
 from torchgen_ah.datagen.device_lock import ENV_DEVICE_LOCK
 from torchgen_ah.data.log_files import refuse_compressed_output
@@ -962,7 +962,7 @@ def format_exception(exc: BaseException) -> str:
 def commit_staged_rows(stage_dir: str, log_path: str) -> int:
     """Append the rows of every log in ``stage_dir`` (written by one successful request) to ``log_path``
     with the log format's locked append (which checks the metadata); returns the number of rows."""
-    from ah_plugin.log_format import append_rows, parse_metadata
+    from ah_plugin.collect.log_format import append_rows, parse_metadata
 
     total = 0
     for name in sorted(os.listdir(stage_dir)):

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from tqdm import tqdm
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.datagen.model_shapes import MODES, all_cases, build_case, describe_case
 from torchgen_ah.datagen.shape_sampler import MMInput
 

@@ -49,7 +49,7 @@ import subprocess
 import sys
 import time
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.evaluation import kernel_times, side_by_side
 from torchgen_ah.evaluation.eval_worker import make_case, shape_label, with_package_on_path
 from torchgen_ah.evaluation.policies import mode_name

@@ -37,7 +37,7 @@ import statistics
 import sys
 import time
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.compile_cost import (
     ALL_MODES,

@@ -92,7 +92,7 @@ def make_case(torch, row: dict, device: str):
 
 def _autotune_once(torch, row, device, space: str, log_path: str) -> float:
     """One fresh compile (and so one autotuning) of the row; returns its wall seconds."""
-    from ah_plugin import settings
+    from ah_plugin.config import settings
 
     os.environ[settings.ENV_SEARCH_SPACE] = space
     os.environ[settings.ENV_LOG_PATH] = log_path

@@ -27,7 +27,7 @@ import time
 import pandas as pd
 
 import torchgen_ah.data
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.data.ah_log import input_keys, read_log
 from torchgen_ah.data.text_input import read_text
 from torchgen_ah.datagen.distributed import visible_device_id

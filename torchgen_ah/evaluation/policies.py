@@ -12,7 +12,7 @@ Policies:
   ``get_decisions_ranked`` on an ``AHContext`` built as ``mm_autoheuristic`` builds it, top 10 of the
   candidates it knows plus ``extern_mm``; no decision (precondition fails, nothing known) falls back to
   default's set, as upstream does.
-- ``plugin_k10`` / ``plugin_adaptive`` / ``plugin_k1``: the plugin's artifact through ``ah_plugin.ranking``.
+- ``plugin_k10`` / ``plugin_adaptive`` / ``plugin_k1``: the plugin's artifact through ``ah_plugin.use.ranking``.
 - ``cache``: a results cache: a hit takes the recorded winner with no benchmarking; a miss autotunes
   default's set.
 """
@@ -115,7 +115,7 @@ def cache_policy(solutions: dict[str, str], name: str = "cache") -> Policy:
 
 def _upstream_id(choice: str) -> str:
     """The id upstream's artifact knows a choice by (ours may carry a disambiguating suffix)."""
-    from ah_plugin.choice_ids import base_id
+    from ah_plugin.use.choice_ids import base_id
 
     return base_id(choice)
 
@@ -157,7 +157,7 @@ def builtin_ah_policy(metadata: dict) -> Policy:
 
 def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | None = None,
                 alone: bool = False, package: bool = True) -> Policy:
-    """Our heuristic exactly as the plugin's USE policy runs it: ``ah_plugin.ranking.RankingPolicy``
+    """Our heuristic exactly as the plugin's USE policy runs it: ``ah_plugin.use.ranking.RankingPolicy``
     (artifact chosen by ``artifact_loader`` for the table's device metadata, top-k or adaptive k,
     aten kept, at least 2 choices) on an ``AutotuneRequest`` built from the table. When it has no
     opinion (no artifact fits, it ranks none of the candidates) Inductor's default set is used.
@@ -167,7 +167,7 @@ def ours_policy(k, metadata: dict, artifact_dir: str | None = None, name: str | 
     ``artifact_dir`` alone, to compare artifact sets).
     """
     from ah_plugin.policy import AutotuneRequest
-    from ah_plugin.ranking import ADAPTIVE, RankingPolicy, UseOptions
+    from ah_plugin.use.ranking import ADAPTIVE, RankingPolicy, UseOptions
 
     extra = {"keep_aten": False, "min_choices": 1} if alone else {}
     if k == ADAPTIVE:

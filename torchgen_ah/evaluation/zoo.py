@@ -40,7 +40,7 @@ import os
 import sys
 import time
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.evaluation import compile_cost, e2e_models, zoo_models, zoo_quality_report, zoo_report, zoo_worker
 from torchgen_ah.evaluation.zoo_one_process import MODES as ONE_PROCESS_MODES
 from torchgen_ah.evaluation.zoo_one_process import ONE_PROCESS

@@ -4,7 +4,7 @@ Each input is one FlexAttention call, compiled with ``mode="max-autotune-no-cuda
 times, every compile autotuning afresh: the plugin's collector (``TORCHINDUCTOR_AUTOHEURISTIC_COLLECT=
 flex_attention,flex_decoding,flex_attention_backward``) appends one row per timed config to ``-o`` (the
 per-kernel logs beside it: ``<out>`` holds the first kernel's name, see ``--help``'s ``-o``), with the call's
-features (``ah_plugin.flex_ranking.flex_features``) and the configs' ids. Inputs, a pure function of (seed,
+features (``ah_plugin.use.flex_ranking.flex_features``) and the configs' ids. Inputs, a pure function of (seed,
 index):
 
 * the first ``len(MODEL_CALLS)`` indices are calls of real models (``MODEL_CALLS``: Llama-3, Mistral,

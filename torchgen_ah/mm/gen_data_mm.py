@@ -63,7 +63,7 @@ from torchgen_ah.datagen.shape_sampler import (
     sample_mm_input,
 )
 
-# Plugin switches (the names are owned by ah_plugin.settings; spelled here so the parent needs no torch).
+# Plugin switches (the names are owned by ah_plugin.config.settings; spelled here so the parent needs no torch).
 ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
 ENV_USE = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"
@@ -238,7 +238,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         """The plugin's own mm feature columns for this input, as text (for resumption from the log)."""
         if args.device == "cpu":
             return None  # the CPU path logs packed_linear with other columns; the journal suffices
-        from ah_plugin import features
+        from ah_plugin.collect import features
 
         inp = MMInput.from_dict(spec)
         values, _, _ = features.op_features("mm", mm_tensor_descriptions(inp), inp.allow_tf32)

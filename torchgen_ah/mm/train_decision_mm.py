@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.training import codegen
 from torchgen_ah.training.output_folder import FLAG as INTO_PACKAGE, output_folder
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log

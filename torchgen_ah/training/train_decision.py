@@ -289,7 +289,7 @@ class LeafSupport:
     faster the first choice was (``margin``: geomean of default's time / its time) and how far that varies
     (``spread``: exp of the larger of the ratio's standard deviation across the inputs, in logs, and the
     median log range of an input's repeated timings; None below two inputs, where it cannot be told).
-    Fast mode keeps a template on a leaf's word only where these back it (``ah_plugin.ranking.supported``)."""
+    Fast mode keeps a template on a leaf's word only where these back it (``ah_plugin.use.ranking.supported``)."""
 
     choice: int
     inputs: int

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.training import codegen
 from torchgen_ah.training import train_decision as td
 from torchgen_ah.training.estimator import RankingTrainer

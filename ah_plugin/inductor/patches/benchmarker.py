@@ -5,8 +5,10 @@ Every candidate's ``ChoiceCaller.benchmark`` ends in Inductor's process-wide ben
 ``benchmark_cpu(callable, ...)`` on the CPU. Torch 2.11 has no switch to time autotuning by CUDA-graph
 replay (``Benchmarker.benchmark_gpu_with_cuda_graph`` exists from 2.13, with one call per graph and the
 per-call event timing around each replay), so the plugin wraps both methods on that instance. The
-wrappers are inert unless a *plan* is active; ``with_plan`` wraps each candidate's ``benchmark`` so that
-the plan is active exactly while that candidate is benchmarked, so other autotunings, Triton's own
+wrappers are inert unless a *plan* is in force (a ``session.Timing`` is open); ``with_plan`` wraps each
+candidate's ``benchmark`` (a write the contract's ``benchmarker`` row names) so that its autotuning's plan
+is in force exactly while that candidate is benchmarked, also when Inductor benchmarks it after the
+selector call returned (deferred multi-template benchmarks), so other autotunings, Triton's own
 benchmarks and the plugin-off path are untouched. A plan holds:
 
 * ``timing``: ``replay_timing.METHOD_REPLAY`` to time GPU candidates with ``replay_time_ms`` (several
@@ -33,7 +35,6 @@ warmup, rep)``).
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import inspect
 from dataclasses import dataclass, field
@@ -41,8 +42,10 @@ from dataclasses import dataclass, field
 import torch
 from torch._inductor.runtime import benchmarking
 
-from ... import registry
+from ...report.messages import warn_once
+from ...report.verbose_output import verbose
 from .. import contract
+from ..session import Timing, innermost, opened
 from ...replay_timing import DEFAULT_REPLAYS, DEFAULT_TARGET_MS, METHOD_PER_CALL, METHOD_REPLAY, \
     ReplayTimingError
 from ..graph_trees import replay_time_ms  # captures on the CUDA-graph trees' stream
@@ -62,8 +65,6 @@ class Plan:
             return None
         return next(iter(self.methods)) if len(self.methods) == 1 else "mixed"
 
-
-_active: contextvars.ContextVar = contextvars.ContextVar("ah_plugin_benchmark_plan", default=None)
 
 # How a limit maps onto a benchmarker method's keyword arguments, tried in order: the first entry whose
 # keywords the method accepts wins; each keyword is lowered to min(its value, the limit).
@@ -89,20 +90,17 @@ class _Wrapped:
 
 
 def with_plan(choices, plan: Plan):
-    """Make ``plan`` active while each of ``choices`` is benchmarked (the same list back). A plan with
+    """Put ``plan`` in force while each of ``choices`` is benchmarked (the same list back). A plan with
     limits (the results cache tuning a miss) also keys each candidate in Inductor's autotune cache by them
     (``limits_key``): Inductor then answers such an autotuning only with timings taken under the same
     limits, never with those an earlier run took otherwise (a collection run's, default max-autotune's)."""
-    install()
+    wrap_instance()
     for choice in choices:
         original = getattr(choice.benchmark, "_ah_plugin_unplanned", choice.benchmark)
 
         def benchmark(*args, _original=original, **kwargs):
-            token = _active.set(plan)
-            try:
+            with opened(Timing(plan)):
                 return _original(*args, **kwargs)
-            finally:
-                _active.reset(token)
 
         benchmark._ah_plugin_unplanned = original
         choice.benchmark = benchmark
@@ -123,7 +121,11 @@ def limits_key(limits: dict) -> str:
 
 
 def install() -> None:
-    """Put the wrappers on Inductor's benchmarker instance (on each plan; inert while none is active).
+    """Nothing until a plan needs it: the wrappers go on the instance at each plan (``wrap_instance``)."""
+
+
+def wrap_instance() -> None:
+    """Put the wrappers on Inductor's benchmarker instance (on each plan; inert while none is in force).
 
     Checked on every plan, not once: a temporary override of a method on the instance (collection's
     compile-only warm-up replaces ``benchmark_gpu`` with a launch-only stub and restores what was there on
@@ -141,7 +143,7 @@ def install() -> None:
         if slot is not None:
             if not getattr(slot, "_ah_plugin_planned", False) and name not in _Wrapped.noted:
                 _Wrapped.noted.add(name)
-                registry.verbose(f"benchmarker.{name} is replaced on the instance by {slot!r}; the plugin's "
+                verbose(f"benchmarker.{name} is replaced on the instance by {slot!r}; the plugin's "
                                  "timing plan waits until it is gone (a collection warm-up's stub is)")
             continue  # ours already, or a temporary override that owns the method for now
         unbound = getattr(type(bench), name, None)
@@ -181,8 +183,8 @@ def _limit_plan(name: str, original):
             else:
                 return plan
     except (TypeError, ValueError) as exc:
-        registry.verbose(f"benchmark limits: cannot read the signature of {name} ({exc!r})")
-    registry.verbose(f"benchmark limits: {type(_Wrapped.benchmarker).__name__}.{name} takes none of the "
+        verbose(f"benchmark limits: cannot read the signature of {name} ({exc!r})")
+    verbose(f"benchmark limits: {type(_Wrapped.benchmarker).__name__}.{name} takes none of the "
                      f"known keywords; its benchmarks are not limited")
     return None
 
@@ -238,9 +240,10 @@ def _inside_inductor_replay() -> bool:
 
 def _planned_method(name: str, original):
     def planned(*args, **kwargs):
-        plan = _active.get()
-        if plan is None:
+        timing = innermost(Timing)
+        if timing is None:
             return original(*args, **kwargs)
+        plan = timing.plan
         contract.note("benchmarker")
         if name == "benchmark_gpu" and _inside_inductor_replay():
             plan.methods.add(METHOD_REPLAY)  # Inductor's own capture calls this to time its graph's replay
@@ -251,9 +254,9 @@ def _planned_method(name: str, original):
                 plan.methods.add(METHOD_REPLAY)
                 return result
             except ReplayTimingError as exc:
-                registry.warn_once(("replay", str(exc)[:80]),
-                                   f"ah_plugin: a candidate could not be timed by CUDA-graph replay ({exc}); "
-                                   "it is timed per call, and its input is not logged")
+                warn_once(("replay", str(exc)[:80]),
+                          f"ah_plugin: a candidate could not be timed by CUDA-graph replay ({exc}); "
+                          "it is timed per call, and its input is not logged")
         if plan.limits and len(args) <= 1:
             kwargs = _limited_kwargs(name, original, plan.limits, kwargs)
         plan.methods.add(METHOD_PER_CALL)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import torch._inductor.config as inductor_config
 
-from .. import contract
+from .. import contract, plans
 
 _NAMES = ("collect_autoheuristic", "use_autoheuristic")
 _saved: dict = {}
 
 
-def install(handled_ops) -> None:
-    """Wrap the two functions; ``handled_ops()`` returns the ops the plugin takes over, at each call."""
+def install() -> None:
+    """Wrap the two functions; ``plans.handled_ops()`` gives the ops the plugin takes over, at each call."""
     for name in _NAMES:
         original = inductor_config.__dict__.get(name)
         if original is None or name in _saved:
@@ -29,7 +29,7 @@ def install(handled_ops) -> None:
 
         def wrapper(op_name, _original=original):
             contract.note("builtin_gate")
-            if op_name in handled_ops():
+            if op_name in plans.handled_ops():
                 return False
             return _original(op_name)
 

@@ -14,7 +14,7 @@ autotuning built. The wrapper's variable and the reported kernel name stay uniqu
 as the benchmark's (``triton_mm``) in a profiler. The kernel run is the one that was benchmarked; where
 the texts differ, Inductor emits its own.
 
-Active while the plugin acts on an autotuning (``_acting``) and ``AH_PLUGIN_COMPILE_ONCE`` is on (the
+Active while the plugin acts on an autotuning (``plans.acting()``) and ``AH_PLUGIN_COMPILE_ONCE`` is on (the
 default); only with Inductor's Python wrapper (not the C++ or FX wrapper, not AOT compilation). Only the benchmark modules of candidates the
 plugin let Inductor benchmark outside collection are remembered (``remember``, from the preprocessing
 hook). Measured on torch 2.11 with an H200; the method and the wrapper's buffers are the same in 2.13, where the
@@ -32,8 +32,9 @@ import re
 
 import torch._inductor.config as inductor_config
 
-from ... import registry
-from .. import contract
+from ...report.messages import warn_once
+from ...report.verbose_output import verbose
+from .. import contract, plans
 
 _MAX_REMEMBERED = 512  # benchmark modules remembered at most (oldest dropped): a few per kept GEMM
 _KERNEL_NAME = re.compile(r"inductor_meta=\{'kernel_name': '[^'\\]*'")  # the first key Inductor writes
@@ -130,9 +131,9 @@ def literal(source: str) -> str:
     return "'''" + "\n".join(lines) + "'''"
 
 
-def install(acting, enabled) -> None:
-    """Wrap ``TritonScheduling._emit_kernel_to_wrapper``. ``acting()``: the plugin acts on autotunings now;
-    ``enabled()``: ``AH_PLUGIN_COMPILE_ONCE`` is on."""
+def install() -> None:
+    """Wrap ``TritonScheduling._emit_kernel_to_wrapper``; it acts while the plugin acts on autotunings
+    (``plans.acting()``) and ``AH_PLUGIN_COMPILE_ONCE`` is on (``plans.compile_once()``)."""
     if "emit" in _saved:
         return
     try:
@@ -149,13 +150,13 @@ def install(acting, enabled) -> None:
     def _emit_kernel_to_wrapper(self, wrapper, kernel, src_code, kernel_name, subs_name, node_schedule,
                                 kernel_path, get_kernel_metadata, *args, **kwargs):
         found = None
-        if (type(kernel) is TritonTemplateKernel and not args and not kwargs and acting() and enabled()
+        if (type(kernel) is TritonTemplateKernel and not args and not kwargs and plans.acting() and plans.compile_once()
                 and _python_wrapper(V.graph)):
             try:
                 contract.note("compile_once")
                 found = benchmarked_source(src_code, subs_name, kernel_name)
             except Exception as exc:  # never break a compile over this
-                registry.warn_once(("compile_once", type(exc)), f"ah_plugin: compile-once skipped ({exc!r})")
+                warn_once(("compile_once", type(exc)), f"ah_plugin: compile-once skipped ({exc!r})")
             counts["reused" if found else "unmatched"] += 1
         if found is None:
             return original(self, wrapper, kernel, src_code, kernel_name, subs_name, node_schedule,
@@ -167,7 +168,7 @@ def install(acting, enabled) -> None:
         origins, detailed = get_kernel_metadata(node_schedule, wrapper)
         wrapper.define_kernel(kernel_name, f"async_compile.triton({name!r}, {literal(source)}, device_str={device!r})",
                               f"# kernel path: {path} (the autotuning's benchmark module)\n{origins}\n{detailed}")
-        registry.verbose(f"{kernel_name}: the compiled graph runs its autotuning's kernel {name} ({path})")
+        verbose(f"{kernel_name}: the compiled graph runs its autotuning's kernel {name} ({path})")
 
     triton_codegen.TritonScheduling._emit_kernel_to_wrapper = _emit_kernel_to_wrapper
 

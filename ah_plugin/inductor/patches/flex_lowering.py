@@ -6,26 +6,25 @@ configs that pay depend on the sequence lengths and heads too (a decoding kernel
 wants larger key blocks than one over 2k). The lowerings of the two flex operators
 (``torch._inductor.lowering.lowerings[torch.ops.higher_order.flex_attention]`` and ``..._backward``) are
 wrapped here to keep the call's query, key and value, as plain descriptions, while the lowering runs;
-``current_call()`` reads them. Nothing else changes: the wrapped lowering is called with its own arguments.
+the lowering's session (``session.FlexCall``) holds them. Nothing else changes: the wrapped lowering is called with its own arguments.
 Checked on torch 2.11, 2.13, 2.14 and 2.15.
 """
 
 from __future__ import annotations
 
-import contextvars
-
 import torch
 from torch._inductor import lowering as inductor_lowering
 
-from .. import contract
+from .. import contract, session
+from ..requests import node_description
 
-_current: contextvars.ContextVar = contextvars.ContextVar("ah_plugin_flex_call", default=None)
 _saved: dict = {}
 
 
 def current_call() -> list[dict] | None:
     """Descriptions (size, stride, dtype) of the query, key and value of the flex call being lowered."""
-    return _current.get()
+    call = session.innermost(session.FlexCall)
+    return call.tensors if call is not None else None
 
 
 def operators() -> list:
@@ -38,8 +37,8 @@ def operators() -> list:
     return [getattr(hop, name) for name in ("flex_attention", "flex_attention_backward") if hasattr(hop, name)]
 
 
-def install(describe) -> None:
-    """Wrap the flex lowerings; ``describe(node)`` turns an Inductor input into a plain description."""
+def install() -> None:
+    """Wrap the flex lowerings (each input kept as ``requests.node_description`` describes it)."""
     if _saved:
         return
     table = inductor_lowering.lowerings
@@ -48,7 +47,7 @@ def install(describe) -> None:
         if original is None or getattr(original, "_ah_plugin_flex", False):
             continue
         _saved[op] = original
-        table[op] = _wrapper(original, describe)
+        table[op] = _wrapper(original, node_description)
 
 
 def uninstall() -> None:
@@ -66,11 +65,8 @@ def _wrapper(original, describe):
             call = [describe(node) for node in args[:3]]
         except Exception:  # an input without a layout: the hooks rank by head dim and dtype alone
             call = None
-        token = _current.set(call)
-        try:
+        with session.opened(session.FlexCall(call)):
             return original(*args, **kwargs)
-        finally:
-            _current.reset(token)
 
     lowering._ah_plugin_flex = True
     lowering.__wrapped__ = original

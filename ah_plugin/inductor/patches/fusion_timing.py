@@ -14,7 +14,7 @@ decision times itself (the neighbour alone, the fused kernel) is timed by replay
 plan (``patches/benchmarker.py``), like the GEMM's candidates. The fused kernel's time, as the scheduler's
 ``benchmark_codegened_module`` returns it to the decision, counts ``1 + aten margin`` times: a fused template
 replaces the fastest choice plus its separate kernel only when it is faster by the margin, the never-slower
-rule of the GEMM's own autotuning (``ah_plugin.aten_margin``) applied to the group. The margin is applied on
+rule of the GEMM's own autotuning (``ah_plugin.use.aten_margin``) applied to the group. The margin is applied on
 the scheduler instance for the length of the decision only, so the time Inductor keeps in its
 ``.kernel_perf`` file beside the fused kernel's code is the replayed time, unscaled. Such a file from an
 earlier compile in the same cache folder is read instead of timing again, by whichever method wrote it.
@@ -32,8 +32,10 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from ... import registry
-from .. import contract
+from ...report.messages import warn_once
+from ...report.verbose_output import verbose
+from .. import contract, plans
+from ..session import Timing, opened
 from . import benchmarker
 
 counts: Counter = Counter()  # "fused" / "apart": decisions taken by a fused benchmark under the plan
@@ -55,11 +57,8 @@ def _on_cuda(node1) -> bool:
 
 
 def _under(plan, fn, *args):
-    token = benchmarker._active.set(plan)
-    try:
+    with opened(Timing(plan)):
         return fn(*args)
-    finally:
-        benchmarker._active.reset(token)
 
 
 def _with_margin(scheduler_instance, scale: float):
@@ -91,16 +90,16 @@ def _deferred(scheduler_instance, callable_fn, names: str, margin: float):
             else:
                 delattr(scheduler_instance, _FUSED_TIMING)
         counts["fused" if fused else "apart"] += 1
-        registry.verbose(f"fusion of {names}: {'fused template kept' if fused else 'kept apart'} (both groups "
+        verbose(f"fusion of {names}: {'fused template kept' if fused else 'kept apart'} (both groups "
                          f"timed by replay, the fused kernel winning only by the {margin:.0%} margin)")
         return fused
 
     return decide
 
 
-def install(margin_of) -> None:
-    """Wrap ``Scheduler.speedup_by_fusion``. ``margin_of()`` says at each call whether the plan applies:
-    the aten margin (a fraction) in quality mode with replay timing, else None (Inductor's own timing)."""
+def install() -> None:
+    """Wrap ``Scheduler.speedup_by_fusion``. ``plans.fusion_margin()`` says at each call whether the plan
+    applies: the aten margin (a fraction) in quality mode with replay timing, else None (Inductor's own)."""
     from torch._inductor import scheduler
 
     if "speedup_by_fusion" in _saved:
@@ -110,14 +109,14 @@ def install(margin_of) -> None:
 
     def speedup_by_fusion(self, node1, node2):
         try:
-            margin = margin_of()
+            margin = plans.fusion_margin()
             applies = margin is not None and _multi_template(node1, node2) and _on_cuda(node1)
             if applies:
-                benchmarker.install()
+                benchmarker.wrap_instance()
                 names = f"{node1.get_name()} and {node2.get_name()}"
         except Exception as exc:  # never break the compile: Inductor's own decision
-            registry.warn_once(("fusion_timing", type(exc).__name__),
-                               f"ah_plugin: fused-group timing is off for this compile ({exc!r})")
+            warn_once(("fusion_timing", type(exc).__name__),
+                      f"ah_plugin: fused-group timing is off for this compile ({exc!r})")
             applies = False
         if not applies:
             return original(self, node1, node2)

@@ -36,8 +36,8 @@ import logging
 import torch._inductor as inductor_package
 import torch._inductor.config as inductor_config
 
-from ... import verbose_output
-from .. import contract
+from ...report import verbose_output
+from .. import contract, plans
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +46,12 @@ _NON_GEMM_TUNING = ("max_autotune", "coordinate_descent_tuning")
 PERSISTENT_TMA = "triton.enable_persistent_tma_matmul"
 # how many templates fused with their epilogue Inductor benchmarks; torch 2.15 renamed it (the old name a
 # deprecated alias that warns on every use)
-FUSED_BENCHMARKS = ("max_template_fusion_benchmarked_choices"
-                    if hasattr(inductor_config, "max_template_fusion_benchmarked_choices")
-                    else "max_epilogue_benchmarked_choices")
+FUSED_BENCHMARKS = ("max_template_fusion_benchmarked_choices", "max_epilogue_benchmarked_choices")
+
+
+def fused_benchmarks_entry() -> str | None:
+    """The name of that entry on this torch (None: it has neither)."""
+    return next((name for name in FUSED_BENCHMARKS if hasattr(inductor_config, name)), None)
 _saved: dict = {}
 _said: set = set()
 
@@ -65,17 +68,18 @@ def narrowed(options: dict, plan: dict) -> dict:
     """``options`` of a max-autotune mode changed as ``plan`` says (``gemm_only``, ``persistent_tma``,
     ``no_fusion_benchmark``)."""
     out = gemm_only(options) if plan.get("gemm_only") else dict(options)
-    if plan.get("persistent_tma"):
+    if plan.get("persistent_tma") and hasattr(inductor_config.triton, PERSISTENT_TMA.split(".")[1]):
         contract.note("persistent_tma")
         out[PERSISTENT_TMA] = True
-    if plan.get("no_fusion_benchmark"):
+    fused = fused_benchmarks_entry()
+    if plan.get("no_fusion_benchmark") and fused is not None:  # each missing entry is named by the contract
         contract.note("fused_benchmarks")
-        out[FUSED_BENCHMARKS] = 0
+        out[fused] = 0
     return out
 
 
-def install(mode_plan) -> None:
-    """Wrap ``list_mode_options``. ``mode_plan()`` says, at each call, what the plugin's mode changes:
+def install() -> None:
+    """Wrap ``list_mode_options``. ``plans.mode()`` says, at each call, what the plugin's mode changes:
     None (nothing), else ``{"gemm_only": bool, "persistent_tma": bool, "no_fusion_benchmark": bool,
     "verbose": bool}``."""
     if "list_mode_options" in _saved:
@@ -87,7 +91,7 @@ def install(mode_plan) -> None:
         options = original(mode, dynamic)
         if mode not in TUNED_MODES or not isinstance(options, dict):
             return options
-        plan = mode_plan()
+        plan = plans.mode()
         if not plan:
             return options
         contract.note("mode_options")

@@ -13,33 +13,35 @@ padded shape's key and re-tuned it. While the plugin is on:
   an opinion from what they would keep on the GEMM as it is and padded (``padding_opinion(unpadded,
   padded)``: fast mode leaves a GEMM unpadded where a template is ranked first either way), and after a
   benchmarked decision tells them (``on_padding_decision(request, pad, time_ms)``) so the cache records
-  it. A decision to pad is applied only where the pass says the input *can* be padded.
+  it. A recorded decision takes the place of the pass's benchmark only: it applies where the pass says the
+  input *can* be padded, and not in a compile whose settings make the pass decide without benchmarking
+  (forced padding, deterministic mode, the bf16 padding rule).
 
-Checked on torch 2.11 and 2.13 (``pad_mm.should_pad(match, mat1, mat2, op, input=None)``, ``can_pad``,
+The times the pass measured reach the policies through the decision's session (``session.Padding``).
+Checked on torch 2.11, 2.13, 2.14 and 2.15 (``pad_mm.should_pad(match, mat1, mat2, op, input=None)``, ``can_pad``,
 ``get_do_bench()``, ``is_padded_faster(key, ori_time, pad_time)``, all called through module globals).
 """
 
 from __future__ import annotations
 
-import contextvars
-
 import torch
 from torch._inductor import config as inductor_config
 from torch._inductor.fx_passes import pad_mm as pad_mm_pass
 
-from ... import registry, settings
-from .. import contract
-from ...policy import AutotuneRequest
+from ...policy import AutotuneRequest, PolicyChain
+from ...report.messages import warn_once
+from ...report.verbose_output import verbose
+from .. import contract, plans
+from ..session import Padding, innermost, opened
 from ...replay_timing import METHOD_REPLAY
 from ..graph_trees import replay_time_ms  # captures on the CUDA-graph trees' stream
 from ..padded_choice import autotuning_gemms, padded_sizes
 from ..requests import described_request, tf32_enabled
 
 PAD_OPS = {"mm": "pad_mm", "addmm": "pad_addmm", "bmm": "pad_bmm"}
-_NAMES = ("should_pad", "get_do_bench", "is_padded_faster")
+NAMES = ("should_pad", "get_do_bench", "is_padded_faster")  # replaced; can_pad and the size helpers are read
 
 _saved: dict = {}
-_measured: contextvars.ContextVar = contextvars.ContextVar("ah_plugin_pad_times", default=None)
 
 
 def _op_name(op) -> str | None:
@@ -71,17 +73,6 @@ def padding_request(op, mat1, mat2, input=None) -> AutotuneRequest | None:
     return AutotuneRequest(op_name=PAD_OPS[name], features={"using_tf32": str(bool(tf32))},
                            metadata={"name": PAD_OPS[name]}, candidates=["pad", "no_pad"],
                            stage="padding", tensors=tensors)
-
-
-def _asked(request: AutotuneRequest):
-    """The first policy's recorded decision for ``request``, or None."""
-    for policy in registry.policies_for(request.op_name):
-        if getattr(policy, "padding_decision", None) is None:
-            continue
-        answer = registry.call_policy(policy, "padding_decision", request)
-        if answer is not None and answer is not registry.FAILED:
-            return bool(answer)
-    return None
 
 
 def padded_descriptions(op, mat1, mat2, input=None) -> tuple[list[dict], list[dict]] | None:
@@ -139,19 +130,7 @@ def _opinion(op, mat1, mat2, input=None) -> bool | None:
         return None
     name = _op_name(op)
     unpadded, padded = (described_request(name, tensors, mat1.device, [], "padding") for tensors in pair)
-    for policy in registry.policies_for(name):
-        if getattr(policy, "padding_opinion", None) is None:
-            continue
-        answer = registry.call_policy(policy, "padding_opinion", unpadded, padded)
-        if answer is not None and answer is not registry.FAILED:
-            return bool(answer)
-    return None
-
-
-def _tell(request: AutotuneRequest, pad: bool, time_ms: float) -> None:
-    for policy in registry.policies_for(request.op_name):
-        if getattr(policy, "on_padding_decision", None) is not None:
-            registry.call_policy(policy, "on_padding_decision", request, pad, time_ms)
+    return PolicyChain.for_op(name).padding_opinion(unpadded, padded)
 
 
 def _padded_candidate_offered(op, mat1, mat2) -> bool:
@@ -160,90 +139,77 @@ def _padded_candidate_offered(op, mat1, mat2) -> bool:
     sizes are static and unaligned."""
     if _op_name(op) != "mm" or not autotuning_gemms():
         return False
-    current = _settings()
+    current = plans.current_settings()
     if current is None or not current.offers_padded(mat1.device.type) or not _static(mat1, mat2):
         return False
     (m, k), n = (int(s) for s in mat1.shape), int(mat2.shape[1])
     return padded_sizes(m, k, n, mat1.dtype) is not None
 
 
-def _settings():
-    try:
-        return settings.current()
-    except Exception:  # a bad variable: the plugin warns elsewhere; the pass decides as Inductor's
-        return None
+def _pass_decides_alone() -> bool:
+    """The pass decides this compile's padding without its benchmark (forced padding, deterministic mode,
+    the bf16 padding rule): a recorded decision must not take the place of those checks."""
+    return bool(inductor_config.force_shape_pad or getattr(inductor_config, "deterministic", False)
+                or "pad_aten_mm_pass" in (getattr(inductor_config, "post_grad_fusion_options", None) or {}))
 
 
 def _should_pad(match, mat1, mat2, op, input=None):
     original = _saved["should_pad"]
-    if not _active():
+    if not plans.acting():
         return original(match, mat1, mat2, op, input)
     contract.note("pad_mm")
     try:
         if _padded_candidate_offered(op, mat1, mat2):
-            registry.verbose("mm: padding left to quality mode's padded candidate")
+            verbose("mm: padding left to quality mode's padded candidate")
             return False
     except Exception as exc:  # describing fake tensors must never break the pass
-        registry.warn_once(("pad_candidate", type(exc)), f"ah_plugin: padded candidate not checked ({exc!r})")
+        warn_once(("pad_candidate", type(exc)), f"ah_plugin: padded candidate not checked ({exc!r})")
     try:
         request = padding_request(op, mat1, mat2, input)
-        recorded = _asked(request) if request is not None else None
+        recorded = PolicyChain.for_op(request.op_name).padding_decision(request) \
+            if request is not None and not _pass_decides_alone() else None
     except Exception as exc:  # describing fake tensors must never break the pass
-        registry.warn_once(("pad_request", type(exc)), f"ah_plugin: padding decision not looked up ({exc!r})")
+        warn_once(("pad_request", type(exc)), f"ah_plugin: padding decision not looked up ({exc!r})")
         request, recorded = None, None
-    if recorded is not None and pad_mm_pass.can_pad(mat1, mat2, op, input):
-        registry.verbose(f"{request.op_name}: recorded decision {'pad' if recorded else 'no pad'}")
-        return recorded
     try:
         opinion = _opinion(op, mat1, mat2, input) if recorded is None else None
     except Exception as exc:  # an opinion is optional: never break the pass for it
-        registry.warn_once(("pad_opinion", type(exc)), f"ah_plugin: no padding opinion asked ({exc!r})")
+        warn_once(("pad_opinion", type(exc)), f"ah_plugin: no padding opinion asked ({exc!r})")
         opinion = None
+    if recorded is not None and pad_mm_pass.can_pad(mat1, mat2, op, input):
+        verbose(f"{request.op_name}: recorded decision {'pad' if recorded else 'no pad'}")
+        return recorded
     if opinion is not None:  # asked only where the pass can pad
         return opinion
-    token = _measured.set([])
-    try:
+    with opened(Padding()) as padding:
         decision = original(match, mat1, mat2, op, input)
-        times = _measured.get()
-    finally:
-        _measured.reset(token)
-    if request is not None and times:
-        ori_time, pad_time = times[-1]
-        _tell(request, bool(decision), pad_time if decision else ori_time)
+    if request is not None and padding.times:
+        ori_time, pad_time = padding.times[-1]
+        PolicyChain.for_op(request.op_name).tell(
+            "on_padding_decision",
+            lambda p: p.on_padding_decision(request, bool(decision), pad_time if decision else ori_time))
     return decision
 
 
-def _is_padded_faster(key, ori_time, pad_time):
-    times = _measured.get()
-    if times is not None:
-        times.append((float(ori_time), float(pad_time)))
-    return _saved["is_padded_faster"](key, ori_time, pad_time)
-
-
 def _get_do_bench():
-    if _active() and _timing() == METHOD_REPLAY:
+    if plans.acting() and plans.timing() == METHOD_REPLAY:
         return replay_time_ms
     return _saved["get_do_bench"]()
 
 
-_state = {"active": lambda: False, "timing": lambda: None}
+def _is_padded_faster(key, ori_time, pad_time):
+    padding = innermost(Padding)
+    if padding is not None:
+        padding.times.append((float(ori_time), float(pad_time)))
+    return _saved["is_padded_faster"](key, ori_time, pad_time)
 
 
-def _active() -> bool:
-    return _state["active"]()
-
-
-def _timing():
-    return _state["timing"]()
-
-
-def install(active, timing) -> None:
-    """Wrap the pass's functions. ``active()``: whether the plugin acts now; ``timing()``: the method."""
-    _state["active"], _state["timing"] = active, timing
+def install() -> None:
+    """Wrap the pass's functions; they act while the plugin acts (``plans.acting()``)."""
     replacements = {"should_pad": _should_pad, "get_do_bench": _get_do_bench,
                     "is_padded_faster": _is_padded_faster}
-    for name in _NAMES:
-        if name in _saved or not callable(getattr(pad_mm_pass, name, None)):
+    for name in NAMES:
+        if name in _saved:
             continue
         _saved[name] = getattr(pad_mm_pass, name)
         setattr(pad_mm_pass, name, replacements[name])

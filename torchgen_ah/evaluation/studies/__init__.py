@@ -2,7 +2,7 @@
 
 None of them is needed to score, time or compare a policy (that is ``torchgen_ah.evaluation``). Each runs as
 ``python -m torchgen_ah.evaluation.studies.<name>`` (or from a ``benchmarks/`` script); the older
-``python -m torchgen_ah.evaluation.<name>`` still runs it (``ah_plugin.console.OLD_NAMES``).
+``python -m torchgen_ah.evaluation.<name>`` still runs it (``ah_plugin.report.console.OLD_NAMES``).
 
 Held-out quality of the rankings:
 

@@ -380,7 +380,7 @@ def read_rows(paths: list[str]) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    from ah_plugin.command_line import parser as make_parser
+    from ah_plugin.report.command_line import parser as make_parser
 
     from .autotune_families import FAMILY_NAMES
 

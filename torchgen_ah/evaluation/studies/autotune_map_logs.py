@@ -17,7 +17,8 @@ import argparse
 import os
 import sys
 
-from ah_plugin import flex_ranking, log_format
+from ah_plugin.collect import log_format
+from ah_plugin.use import flex_ranking
 from ah_plugin.replay_timing import METHOD_REPLAY
 
 from .autotune_map import read_rows
@@ -82,7 +83,7 @@ def write_logs(rows: list[dict], out_dir: str, capa=H200_CAPA, shared_memory: in
 
 
 def main(argv=None) -> int:
-    from ah_plugin import command_line
+    from ah_plugin.report import command_line
 
     parser = command_line.parser("python -m torchgen_ah.evaluation.studies.autotune_map_logs", __doc__.splitlines()[0])
     parser.add_argument("maps", nargs="+", help="the map's JSON-lines files")

@@ -7,7 +7,7 @@ inputs that fold held out, from the log's own median times:
 
 * the ranking puts aten first: aten alone (``extern_mm``), nothing compiled;
 * a template first: that template and aten, timed against each other; the template wins only when it
-  beats aten by the aten margin (``ah_plugin.aten_margin``), as in a compile.
+  beats aten by the aten margin (``ah_plugin.use.aten_margin``), as in a compile.
 
 Reported per input: what was kept, the resulting time over cuBLAS's (``extern_mm``) and over the best
 candidate of the log. The L2 rule (a compile-time rule about which GEMMs are timed at all) is not applied:
@@ -28,8 +28,8 @@ import tempfile
 
 import numpy as np
 
-from ah_plugin import aten_margin, ranking
-from ah_plugin.settings import Settings
+from ah_plugin.use import aten_margin, ranking
+from ah_plugin.config.settings import Settings
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.heldout import ROTATIONS, is_heldout
 from torchgen_ah.data.log_files import log_stem

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ah_plugin import command_line
-from ah_plugin.choice_ids import base_id
+from ah_plugin.report import command_line
+from ah_plugin.use.choice_ids import base_id
 from ah_plugin.replay_timing import METHOD_REPLAY
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
@@ -67,7 +67,7 @@ def template_name(cid: str) -> str:
 
 
 def family(choice: str) -> str:
-    """The family of a choice id (``ah_plugin.choice_ids``); another template is named by its name."""
+    """The family of a choice id (``ah_plugin.use.choice_ids``); another template is named by its name."""
     cid = base_id(choice)
     if "decompose_k" in cid:
         return DECOMPOSE_K

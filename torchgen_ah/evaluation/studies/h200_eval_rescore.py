@@ -29,7 +29,7 @@ import tempfile
 import numpy as np
 import pandas as pd
 
-from ah_plugin import artifact_loader
+from ah_plugin.use import artifact_loader
 from ah_plugin.replay_timing import METHOD_REPLAY
 from torchgen_ah.evaluation.studies import h200_quality as hq
 from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, build_tables, read_shapes

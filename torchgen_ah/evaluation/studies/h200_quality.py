@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ah_plugin import artifact_loader
+from ah_plugin.use import artifact_loader
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log
 from torchgen_ah.data.heldout import ROTATIONS, is_heldout

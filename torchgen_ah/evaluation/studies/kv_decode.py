@@ -343,7 +343,7 @@ def report(runs: list[dict], command: str) -> str:
 
 
 def main(argv=None) -> int:
-    from ah_plugin import command_line
+    from ah_plugin.report import command_line
 
     parser = command_line.parser("python -m torchgen_ah.evaluation.studies.kv_decode", __doc__.splitlines()[0])
     parser.add_argument("--attention", choices=("flex", "sdpa"), default="flex")

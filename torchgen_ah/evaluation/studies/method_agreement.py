@@ -29,9 +29,9 @@ import sys
 import numpy as np
 import pandas as pd
 
-from ah_plugin import command_line
-from ah_plugin.choice_ids import base_id
-from ah_plugin.log_format import CHOICE_COLUMN, FEEDBACK_COLUMN
+from ah_plugin.report import command_line
+from ah_plugin.use.choice_ids import base_id
+from ah_plugin.collect.log_format import CHOICE_COLUMN, FEEDBACK_COLUMN
 from ah_plugin.replay_timing import METHOD_REPLAY
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.data.ah_log import feature_columns, input_keys, read_log

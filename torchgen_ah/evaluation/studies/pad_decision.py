@@ -36,10 +36,10 @@ import sys
 
 import numpy as np
 
-from ah_plugin import features
+from ah_plugin.collect import features
 from ah_plugin.policy import AutotuneRequest
-from ah_plugin.ranking import RankingPolicy, UseOptions
-from ah_plugin.settings import Settings
+from ah_plugin.use.ranking import RankingPolicy, UseOptions
+from ah_plugin.config.settings import Settings
 from torchgen_ah.data.aggregate import geomean
 from torchgen_ah.evaluation.studies.fast_heldout import ATEN, fast_outcome
 from torchgen_ah.mm import train_decision_mm

@@ -21,7 +21,7 @@ import json
 import sys
 import time
 
-from ah_plugin import command_line
+from ah_plugin.report import command_line
 from torchgen_ah.evaluation import compile_cost
 from torchgen_ah.evaluation.studies import kernel_groups, roofline
 from torchgen_ah.evaluation.markdown_tables import table

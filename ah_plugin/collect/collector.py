@@ -18,9 +18,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from . import decision_words, features, log_format, messages, settings
-from .policy import AutotuneRequest
-from .verbose_output import say
+from ..report import decision_words, messages
+from . import features, log_format
+from ..config import settings
+from ..policy import AutotuneRequest, ChoicePolicy
+from ..report.verbose_output import say
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ class CollectStats:
     files: set = field(default_factory=set)
 
 
-class CollectorPolicy:
+class CollectorPolicy(ChoicePolicy):
     """``ChoicePolicy`` that never narrows (``select`` -> None) and logs ``on_timings``.
 
     ops: ops to collect (None: ``settings.current().collect`` at each call).
@@ -64,9 +66,6 @@ class CollectorPolicy:
     @property
     def op_names(self) -> frozenset:
         return self._ops if self._ops is not None else settings.current().collect_ops
-
-    def select(self, request: AutotuneRequest):
-        return None
 
     def path_for(self, request: AutotuneRequest) -> str:
         path = self._log_path or settings.current().log_path

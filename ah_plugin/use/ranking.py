@@ -55,11 +55,13 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-from ah_plugin import artifact_loader, decision_words, features, flex_ranking, l2_residency, messages
-from ah_plugin.choice_ids import PADDED_CHOICE_ID
-from ah_plugin.policy import AutotuneRequest
+from ah_plugin.use import artifact_loader, flex_ranking, l2_residency
+from ah_plugin.report import decision_words, messages
+from ah_plugin.collect import features
+from ah_plugin.use.choice_ids import PADDED_CHOICE_ID
+from ah_plugin.policy import AutotuneRequest, ChoicePolicy
 from ah_plugin.replay_timing import METHOD_REPLAY
-from ah_plugin.verbose_output import say
+from ah_plugin.report.verbose_output import say
 
 # bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
 # 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way; 6: quality
@@ -129,7 +131,7 @@ class UseOptions:
     def from_environment(cls, environ=None, **explicit) -> "UseOptions":
         """The plugin's settings (defaults, API values, environment on top; see ``settings``), then
         non-None ``explicit`` values."""
-        from ah_plugin import settings
+        from ah_plugin.config import settings
 
         current = settings.current(environ)
         values = {
@@ -380,7 +382,7 @@ def quiet_ranking(artifact, request: AutotuneRequest) -> tuple[dict, list] | Non
         return None
 
 
-class RankingPolicy:
+class RankingPolicy(ChoicePolicy):
     """``ChoicePolicy`` of use mode (see ``ah_plugin.policy``).
 
     top_k="quality" here sets the ranking's k only; quality mode's search space and GEMM-only max-autotune
@@ -572,9 +574,6 @@ class RankingPolicy:
                     f"alone ({support_words(support, top)}): timed against aten")
         return f"{name} ranks the template first with a share of {share:.2f}, below {threshold:g}: timed against aten"
 
-    def on_timings(self, request, timings, untimed) -> None:
-        return None
-
     def padding_opinion(self, unpadded: AutotuneRequest, padded: AutotuneRequest) -> bool | None:
         """Fast mode's shape-padding decision for a GEMM the pad_mm pass may pad: False (do not pad) when the
         ranking puts a Triton template first, with a share of at least ``UNPADDED_TEMPLATE_SHARE``, both on
@@ -612,6 +611,10 @@ class RankingPolicy:
     def _l2_misjudged(self, feats: dict, metadata: dict) -> bool:
         """The L2 rule is on and replay would time this GEMM from L2 (``l2_residency``)."""
         return self.options.l2_rule and l2_residency.replay_misjudges(feats, l2_residency.l2_bytes_for(metadata))
+
+    def ranks(self, op_name: str, metadata: dict) -> bool:
+        """Whether an artifact ranks ``op_name`` on the device of ``metadata`` (``artifact_for``)."""
+        return self.artifact_for(op_name, metadata) is not None
 
     # -- data ---------------------------------------------------------------------------------------
 
@@ -670,15 +673,16 @@ class RankingPolicy:
         new_unseen = (today - known) - report.unseen
         report.unseen |= new_unseen
         # only unseen choices are said as they appear: whether a ranked choice vanished is known only once
-        # every layer has been compiled (CPU GEMM candidates differ by shape), so it is left to stale_report()
-        if new_unseen and self.options.verbose and ("stale",) + key not in self._said:
+        # every layer has been compiled (CPU GEMM candidates differ by shape), so it is left to stale_report().
+        # A candidate the ranking never saw (a config a newer torch added) is never kept: it is named, once per
+        # artifact and op, never dropped in silence
+        if new_unseen and ("stale",) + key not in self._said:
             self._said.add(("stale",) + key)
-            _say(
-                f"artifact {artifact.name} ({artifact.path}) is stale for {request.op_name}: "
-                f"{len(report.unseen)} of today's choices never seen {sorted(report.unseen)[:5]}; retrain it on "
-                "data collected with this torch (ranking.stale_report() lists them, and the ranked choices no "
-                "autotuning of this process offered)"
-            )
+            messages.warn(
+                f"artifact {artifact.name} ({artifact.path}) never saw {len(report.unseen)} of today's "
+                f"{request.op_name} candidates {sorted(report.unseen)[:5]}: it never keeps them, so they are not "
+                "timed; retrain it on data collected with this torch (ah_plugin.use.ranking.stale_report() lists "
+                "them, and the ranked choices no autotuning of this process offered)", RuntimeWarning)
 
     def _fallback(self, op_name: str, reason: str, details: str, key: str | None = None) -> None:
         """Warn once per (op, ``key`` or ``reason``) that Inductor's default choices are used."""
@@ -713,7 +717,7 @@ def default_policy(ops=None) -> RankingPolicy:
     """The process-wide USE policy, rebuilt when the ops, the options (top k, ...) or the artifact
     directory in the settings changed (``install``/``enabled`` with other arguments must take effect)."""
     global _default_policy
-    from ah_plugin import settings
+    from ah_plugin.config import settings
 
     options = UseOptions.from_environment()
     artifact_dir = settings.current().artifact_dir

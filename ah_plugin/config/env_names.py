@@ -16,7 +16,7 @@ import re
 
 from . import settings
 from .did_you_mean import closest, hint
-from .env_values import FALSE_WORDS, TRUE_WORDS, SettingsWarning
+from .env_values import FALSE_WORDS, TRUE_WORDS, SettingsWarning, use_value_hint
 
 PREFIXES = ("AH_PLUGIN_", "AH_TUNABLE_", "TORCHINDUCTOR_AUTOHEURISTIC_")
 
@@ -39,7 +39,7 @@ def known_names(with_tunable: bool = True) -> set[str]:
     """Every variable the plugin reads (the results cache's with ``with_tunable``: importing its settings)."""
     names = {value for key, value in vars(settings).items() if key.startswith("ENV_") and isinstance(value, str)}
     if with_tunable:
-        from .tunable import settings as tunable_settings
+        from ..tunable import settings as tunable_settings
 
         names |= {value for value in vars(tunable_settings).values()
                   if isinstance(value, str) and value.startswith(settings.TUNABLE_PREFIX)}
@@ -69,7 +69,7 @@ def warn_unknown(environ=None) -> None:
     _said[0] = True
     unknown = unknown_names(environ)
     if unknown:
-        from . import messages
+        from ..report import messages
 
         messages.warn(unknown_names_message(unknown), SettingsWarning)
 
@@ -84,3 +84,6 @@ def value_hint(name: str, value: str, expected: str) -> str:
         return f" (did you mean {', '.join(said)}?)" if said else ""
     words = NAMED_VALUES.get(name) or (TRUE_WORDS + FALSE_WORDS if "true/false" in expected else ())
     return hint(text, words)
+
+
+use_value_hint(value_hint)

@@ -93,7 +93,7 @@ def register_if_verbose(status_of) -> None:
     ``ah_plugin.status``, handed in by the package (this module stays below it: no import circle)."""
     if _registered[0]:
         return
-    from . import settings
+    from ..config import settings
 
     if settings.current().verbose:
         _registered[0] = True

@@ -36,7 +36,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import artifact_guard, artifact_trial, artifact_trust, messages
+from . import artifact_guard, artifact_trial, artifact_trust
+from ..report import messages
 from .artifact_guard import ArtifactError
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,7 @@ def package_artifact_dir() -> str | None:
         for location in spec.submodule_search_locations:
             if os.path.isdir(location):
                 return str(location)
-    beside = Path(__file__).resolve().parent.parent / "artifacts"
+    beside = Path(__file__).resolve().parents[2] / "artifacts"
     return str(beside) if beside.is_dir() else None
 
 
@@ -220,7 +221,7 @@ def artifact_dirs(user_dir: str | None = None, package: bool = True) -> tuple[tu
 
 
 def _user_dir_from_settings() -> str | None:
-    from ah_plugin import settings
+    from ah_plugin.config import settings
 
     return settings.current().artifact_dir
 

@@ -1,4 +1,4 @@
-"""One rule for a variable that holds a bad value, shared by ``ah_plugin.settings`` and
+"""One rule for a variable that holds a bad value, shared by ``ah_plugin.config.settings`` and
 ``ah_plugin.tunable.settings``.
 
 The rule: **a bad value of a variable warns once (naming the variable, the value and what is
@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 import threading
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -47,13 +46,20 @@ def warn_bad(name: str, value: str, expected: str, instead: str, category=Settin
         if (name, value) in _warned:
             return
         _warned.add((name, value))
-    from .messages import quoted, warn
+    from ..report.messages import quoted, warn
 
-    # the "did you mean" of env_names, loaded by every switch-on that reads the variables; looked up, not
-    # imported: env_names reads this module's words
-    names = sys.modules.get("ah_plugin.env_names")
-    hint = names.value_hint(name, value, expected) if names is not None and len(value) <= 1000 else ""
+    hint = _value_hint[0](name, value, expected) if _value_hint[0] is not None and len(value) <= 1000 else ""
     warn(f"{name}={quoted(value)} is not {expected}{hint}; {instead}", category)
+
+
+# the "did you mean" of a bad value: ``env_names.value_hint``, which reads this module's words and the
+# settings' names, so it hands itself over when imported (every switch-on that reads the variables does)
+_value_hint: list = [None]
+
+
+def use_value_hint(hint) -> None:
+    """``hint(name, value, expected)`` gives the " (did you mean ...?)" of a bad value from now on."""
+    _value_hint[0] = hint
 
 
 _ASCII_INT = re.compile(r"[+-]?[0-9]+")

@@ -22,8 +22,8 @@ metadata line, which keeps upstream's keys).
 
 from __future__ import annotations
 
-from . import flex_ranking
-from .replay_timing import METHOD_REPLAY
+from ..replay_timing import METHOD_REPLAY
+from ..use import flex_ranking
 
 MM_LIKE_OPS = ("mm", "addmm", "bmm")
 BIAS_COLUMNS = ("bias_stride_0", "bias_stride_1")

@@ -11,7 +11,10 @@ from __future__ import annotations
 import logging
 import sys
 
+from ..config import settings
 from .messages import prefixed
+
+log = logging.getLogger("ah_plugin")
 
 
 def say(logger: logging.Logger, message: str) -> None:
@@ -20,3 +23,13 @@ def say(logger: logging.Logger, message: str) -> None:
         logger.info(message)
     else:
         print(message, file=sys.stderr)
+
+
+def verbose(message: str) -> None:
+    """``say`` on the plugin's logger when ``AH_PLUGIN_VERBOSE=1`` (a bad unrelated variable says nothing)."""
+    try:
+        on = settings.current().verbose
+    except Exception:  # a bad value must not make messages raise; it is warned about where it is read
+        on = False
+    if on:
+        say(log, message)

@@ -10,7 +10,9 @@ loader of each ``torch.*`` module imported from outside torch (the outermost imp
 adapter half imported); when one of those has finished, with everything it imported, and Inductor is loaded
 and complete, the finder takes itself out and makes the call. Nothing of Inductor can run before that: a
 compile starts only after the import that brought Inductor in has returned. The call runs in the
-importing thread; an exception in it is the caller's to contain (it runs inside the user's import).
+importing thread; an exception in it is the caller's to contain (it runs inside the user's import). On a
+torch where this cannot work (the contract's ``import_hook`` row: no such modules, a loader without
+``exec_module``), the call is made at once, and the adapter's report names the row.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import importlib.abc
 import sys
 import threading
 
+from . import contract
+
 # torch's modules, and the plugin's adapter, which imports Inductor itself: a call waits for the outermost
-WATCHED = ("torch.", "ah_plugin.inductor")
+WATCHED = ("torch.", "ah_plugin.inductor.")
 INDUCTOR = "torch._inductor"
 _COMPANIONS = (INDUCTOR, "torch._dynamo")  # imported into each other: both complete before the call
 
@@ -100,7 +104,7 @@ def call_when_imported(callback) -> None:
     """``callback()`` now when Inductor is imported already, else once torch has imported it. A call
     still waiting is replaced."""
     cancel()
-    if inductor_ready():
+    if inductor_ready() or contract.probe(contract.BY_NAME["import_hook"]) is not None:
         callback()
         return
     with _lock:

@@ -53,14 +53,14 @@ try:
 except (ImportError, ValueError, OSError):
     pass
 sys.path[:] = json.loads(sys.argv[2])
-from ah_plugin import artifact_trial_child
+from ah_plugin.use import artifact_trial_child
 artifact_trial_child.child(sys.argv[1], int(sys.argv[4]))
 """
 
 
 def cache_folder() -> str:
     """Where verdicts are kept (``$XDG_CACHE_HOME/ah_plugin/artifact_trials``, else under ``~/.cache``)."""
-    from .env_values import BadValue, parse_path, warn_bad
+    from ..config.env_values import BadValue, parse_path, warn_bad
 
     base = os.environ.get("XDG_CACHE_HOME", "")
     if base:
@@ -73,7 +73,7 @@ def cache_folder() -> str:
 
 def _key(source: bytes) -> str:
     torch = sys.modules.get("torch")
-    from .version import __version__
+    from ..version import __version__
 
     versions = f"python {sys.version}; torch {getattr(torch, '__version__', 'none')}; ah_plugin {__version__}"
     return hashlib.sha256(source + b"\0" + versions.encode()).hexdigest()

@@ -11,7 +11,7 @@ such lowering; this module says each once and counts them for the exit line.
 
 from __future__ import annotations
 
-from . import registry
+from .messages import warn_once
 
 GEMMS = frozenset({"mm", "addmm"})
 FIX = ("On the CPU, Inductor autotunes a GEMM only when its weight is a constant: set "
@@ -58,7 +58,7 @@ def note_not_autotuned(op_name: str, current) -> None:
     if not asked_about(op_name, current):
         return
     counts["not_autotuned"] += 1
-    registry.warn_once("cpu_gemm_not_autotuned", message(op_name, current))
+    warn_once("cpu_gemm_not_autotuned", message(op_name, current))
 
 
 def note_no_max_autotune(op_name: str, current, cpu: bool = False) -> None:
@@ -70,4 +70,4 @@ def note_no_max_autotune(op_name: str, current, cpu: bool = False) -> None:
     text = no_max_autotune_message(op_name, current)
     if cpu and op_name in GEMMS:
         text += f" {FIX}."
-    registry.warn_once("no_max_autotune", text)
+    warn_once("no_max_autotune", text)

@@ -124,7 +124,7 @@ def _main(argv: list[str] | None) -> int:
         return 0 if args else 2
     name = args[0]
     if name not in TOOLS:
-        from .did_you_mean import hint
+        from ..config.did_you_mean import hint
 
         print(f"{COMMAND}: error: no tool {name!r}{hint(name, TOOLS)}; {COMMAND} --help lists them",
               file=sys.stderr)

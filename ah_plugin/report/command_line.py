@@ -2,7 +2,7 @@
 option's default, and bad input said in one line.
 
 Used by ``ah_plugin.demo``, ``ah_plugin.tunable.offline``, every ``python -m torchgen_ah...`` command and
-``ah-plugin`` (``ah_plugin.console``), which runs them all.
+``ah-plugin`` (``ah_plugin.report.console``), which runs them all.
 Standard library only.
 """
 

@@ -15,7 +15,8 @@ import json
 import os
 from contextlib import contextmanager
 
-from . import messages, whole_lines
+from ..report import messages
+from . import whole_lines
 
 try:  # POSIX advisory locks; absent on Windows, where appends are unlocked.
     import fcntl
