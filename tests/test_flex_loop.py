@@ -111,7 +111,7 @@ def test_use_mode_narrows_inductors_decoding_configs_with_the_shipped_h200_ranki
     autotuned = [FlexDecodeConfig(64, 3, 2), FlexDecodeConfig(32, 3, 2), FlexDecodeConfig(128, 3, 2)]
     off_config = FlexDecodeConfig(64, 1, 2)
 
-    def ask(head_dim, dtype, device_type):  # Inductor's hook, as it answers on an H200 (torch 2.11)
+    def ask():  # Inductor's hook, as it answers on an H200 (torch 2.11)
         from torch._inductor import config
 
         return (autotuned + [off_config]) if config.max_autotune else [off_config]
@@ -130,3 +130,21 @@ def test_use_mode_narrows_inductors_decoding_configs_with_the_shipped_h200_ranki
     elsewhere = dict(H200, device_name="NVIDIA H100 80GB HBM3")  # the ranking is the H200's: off's config alone
     assert flex_choices.configs("flex_decoding", ask, 128, torch.bfloat16, "cuda", fast, call, elsewhere) == \
         [off_config]
+
+
+def test_the_flex_hooks_pass_inductors_arguments_on_as_given():
+    """Torch 2.14 put ``seq_len`` between the head dim and the dtype of the forward hook: the plugin's hooks
+    take what Inductor gives and read the head dim and dtype by the parent's own signature."""
+    from ah_plugin.inductor.flex_choices import hook_arguments
+
+    class Parent:
+        def old(self, head_dim, dtype, device_type="cuda"):
+            return head_dim, dtype, device_type
+
+        def new(self, head_dim, seq_len, dtype, device_type="cuda"):
+            return head_dim, dtype, device_type
+
+    parent = Parent()
+    assert hook_arguments(parent.old, (128, torch.bfloat16), {}) == (128, torch.bfloat16, "cuda")
+    assert hook_arguments(parent.new, (64, 4096, torch.float16, "cpu"), {}) == (64, torch.float16, "cpu")
+    assert hook_arguments(parent.new, (64,), {"seq_len": 1, "dtype": torch.float32}) == (64, torch.float32, "cuda")

@@ -63,27 +63,32 @@ class PluginChoices(InductorChoices):
                       f"ah_plugin: pre-codegen hook failed ({exc!r}); using Inductor's choices")
             return ktcs
 
-    def get_flex_attention_fwd_configs(self, head_dim, dtype, device_type="cuda"):
-        """FlexAttention's forward configs: ranked and narrowed where the use variable names the op."""
-        return self._flex(FLEX_FORWARD, super().get_flex_attention_fwd_configs, head_dim, dtype, device_type)
+    def get_flex_attention_fwd_configs(self, *args, **kwargs):
+        """FlexAttention's forward configs: ranked and narrowed where the use variable names the op (torch 2.14
+        added the sequence length to this hook's arguments: they are passed on as given)."""
+        return self._flex(FLEX_FORWARD, super().get_flex_attention_fwd_configs, args, kwargs)
 
-    def get_flex_decode_configs(self, head_dim, dtype, device_type="cuda"):
+    def get_flex_decode_configs(self, *args, **kwargs):
         """FlexAttention's decoding configs (a few query tokens against a long key/value cache)."""
-        return self._flex(FLEX_DECODING, super().get_flex_decode_configs, head_dim, dtype, device_type)
+        return self._flex(FLEX_DECODING, super().get_flex_decode_configs, args, kwargs)
 
-    def get_flex_attention_bwd_configs(self, head_dim, dtype, device_type="cuda"):
+    def get_flex_attention_bwd_configs(self, *args, **kwargs):
         """FlexAttention's backward configs."""
-        return self._flex(FLEX_BACKWARD, super().get_flex_attention_bwd_configs, head_dim, dtype, device_type)
+        return self._flex(FLEX_BACKWARD, super().get_flex_attention_bwd_configs, args, kwargs)
 
-    def _flex(self, op, ask, head_dim, dtype, device_type):
+    def _flex(self, op, parent, args, kwargs):
+        def ask():
+            return parent(*args, **kwargs)
+
         if not _state["installed"]:
-            return ask(head_dim, dtype, device_type)
+            return ask()
         contract.note("flex_configs")
         try:
+            head_dim, dtype, device_type = flex_choices.hook_arguments(parent, args, kwargs)
             return flex_choices.configs(op, ask, head_dim, dtype, device_type, plans.current_settings())
         except Exception as exc:  # never fail a lowering: Inductor's own list
             warn_once(("flex", type(exc)), f"ah_plugin: flex config hook failed ({exc!r}); using Inductor's configs")
-            return ask(head_dim, dtype, device_type)
+            return ask()
 
 
 _classes: dict = {}

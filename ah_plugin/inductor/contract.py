@@ -158,6 +158,17 @@ def _loader_wrappable() -> str | None:
 _FLEX_HOOKS = ("get_flex_attention_fwd_configs", "get_flex_decode_configs", "get_flex_attention_bwd_configs")
 
 
+def _flex_hook_arguments() -> str | None:
+    """Each flex config hook takes the head dim and the dtype by name (2.14 added ``seq_len`` to the forward's)."""
+    from torch._inductor.choices import InductorChoices
+
+    for name in _FLEX_HOOKS:
+        parameters = inspect.signature(getattr(InductorChoices, name)).parameters
+        if "dtype" not in parameters:
+            return f"InductorChoices.{name} takes no dtype"
+    return None
+
+
 def _flex_lowerings() -> str | None:
     """Both FlexAttention operators have a lowering in Inductor's table."""
     import torch._inductor.kernel.flex.flex_attention  # noqa: F401 - registers the flex lowerings
@@ -279,11 +290,11 @@ HOOKS: tuple[Hook, ...] = (
     Hook("flex_configs", "FlexAttention: its kernels' configs ranked and narrowed (use) or widened to default "
          "max-autotune's list (collection) before any code exists; put in with the choices handler",
          "InductorChoices.get_flex_attention_fwd_configs / get_flex_decode_configs / "
-         "get_flex_attention_bwd_configs(head_dim, dtype, device_type)", "official",
+         "get_flex_attention_bwd_configs(head_dim, [seq_len (2.14+, forward),] dtype, device_type)", "official",
          "FlexAttention keeps the mode's own configs (fast mode: off's one config)",
          symbols=tuple(f"torch._inductor.choices.InductorChoices.{name}" for name in _FLEX_HOOKS),
-         params={f"torch._inductor.choices.InductorChoices.{name}": ("head_dim", "dtype", "device_type")
-                 for name in _FLEX_HOOKS}, cpu_reachable=False),
+         params={f"torch._inductor.choices.InductorChoices.{name}": ("head_dim",) for name in _FLEX_HOOKS},
+         extra=_flex_hook_arguments, cpu_reachable=False),
     Hook("flex_lowering", "the sizes of the FlexAttention call whose configs are ranked (its query, key and "
          "value, kept while the flex lowering runs)",
          "torch._inductor.lowering.lowerings[torch.ops.higher_order.flex_attention(_backward)] wrapped", "patch",

@@ -13,6 +13,9 @@ An op named in the collect variable gets default max-autotune's whole list in ev
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 from torch._inductor import config as inductor_config
 
@@ -39,21 +42,44 @@ def config_params(op: str, config) -> dict:
     return {key: getattr(config, attr) for key, attr in _FIELDS[op].items()}
 
 
+def hook_arguments(hook, args, kwargs) -> tuple:
+    """(head_dim, dtype, device_type) of a call of Inductor's flex config hook ``hook`` (a bound method), by its
+    own signature: torch 2.14 put ``seq_len`` between the head dim and the dtype of the forward's."""
+    bound = _signature(hook).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments["head_dim"], bound.arguments["dtype"], bound.arguments.get("device_type", "cuda")
+
+
+@functools.lru_cache(maxsize=16)
+def _signature_of(function):
+    return inspect.signature(function)
+
+
+def _signature(hook):
+    """The hook's signature without ``self`` (cached per function: read once per process)."""
+    function = getattr(hook, "__func__", hook)
+    parameters = list(_signature_of(function).parameters.values())
+    if hasattr(hook, "__self__"):
+        parameters = parameters[1:]
+    return inspect.Signature(parameters)
+
+
 def configs(op: str, ask, head_dim: int, dtype, device_type, current, call=None, metadata=None) -> list:
-    """The configs for one flex kernel: ``ask(head_dim, dtype, device_type)`` is Inductor's own hook.
+    """The configs for one flex kernel: ``ask()`` is Inductor's own hook, called with the arguments Inductor
+    gave (under the ``max_autotune`` this decision asks for).
     ``call``: the query, key and value described (default: the flex call being lowered); ``metadata``: the
     device's (default: the current CUDA device's)."""
     if current is None or not current.active or device_type != "cuda":
-        return ask(head_dim, dtype, device_type)
+        return ask()
     if op in current.collect_ops:
         with inductor_config.patch(max_autotune=True):
-            return ask(head_dim, dtype, device_type)
+            return ask()
     if op not in current.use_ops:
-        return ask(head_dim, dtype, device_type)
+        return ask()
     with inductor_config.patch(max_autotune=True):
-        offered = list(ask(head_dim, dtype, device_type))
+        offered = list(ask())
     with inductor_config.patch(max_autotune=False):
-        off = ask(head_dim, dtype, device_type)[-1]
+        off = ask()[-1]
     ids = [flex_ranking.config_id(op, config_params(op, c)) for c in offered]
     off_id = flex_ranking.config_id(op, config_params(op, off))
     if off_id not in ids:
