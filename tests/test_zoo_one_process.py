@@ -274,3 +274,12 @@ def test_a_mode_that_compiles_again_outside_its_scope_is_caught(monkeypatch):
     with pytest.raises(zoo_one_process.OutsideScope, match="off compiled again in its warm-up at batch 4"):
         zoo_one_process.measure(torch, built, spec)
     torch.compiler.reset()
+
+
+def test_the_one_process_environment_sets_no_plugin_variable(tmp_path):
+    """The process that switches the plugin on scope by scope gets no plugin variable (a set variable would win
+    over every scope, off's included); its name must not read as one of the plugin's own modes."""
+    from torchgen_ah.evaluation import compile_cost
+
+    env, _ = compile_cost.mode_environment(compile_cost.API_ENVIRONMENT, str(tmp_path), base_env={})
+    assert not [k for k in env if k.startswith(("AH_", "TORCHINDUCTOR_AUTOHEURISTIC"))]

@@ -108,7 +108,9 @@ def mode_environment(mode: str, work_dir: str, base_env=None, caches: str | None
     env["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
     cache_file = os.path.join(work_dir, "tunable_results.csv")
     compile_mode: str | None = MAX_AUTOTUNE
-    if mode == "off":
+    if mode == API_ENVIRONMENT:
+        pass  # no plugin variable: the process switches the plugin on through its API, scope by scope
+    elif mode == "off":
         env["AH_PLUGIN_DISABLE"] = "1"
         compile_mode = None
     elif mode == "default":
@@ -135,8 +137,6 @@ def mode_environment(mode: str, work_dir: str, base_env=None, caches: str | None
     elif mode.startswith("plugin_"):
         env["TORCHINDUCTOR_AUTOHEURISTIC_USE"] = OURS_USE
         env["AH_PLUGIN_TOP_K"] = mode[len("plugin_"):].lstrip("k") if mode != "plugin_adaptive" else "adaptive"
-    elif mode == API_ENVIRONMENT:
-        pass
     elif mode in ("cache", "cache_record"):
         env["AH_TUNABLE_ENABLED"] = "1"
         env["AH_TUNABLE_FILENAME"] = cache_file
