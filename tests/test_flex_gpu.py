@@ -2,7 +2,8 @@
 
 Collection logs one row per config default max-autotune times, with the call's flex features and the
 configs' ids; use mode (fast) keeps the shipped H200 ranking's first config and off's default config, times
-the two, and computes what max-autotune off computes. Run on the device machine; skipped without CUDA.
+the two, and computes what max-autotune off computes; the results cache records the winner of that timing
+and answers the next process with it alone. Run on the device machine; skipped without CUDA.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = r'''
 import json, sys, torch
 import ah_plugin
+import ah_plugin.tunable
 from ah_plugin.inductor import flex_choices
 from torchgen_ah.evaluation.studies.autotune_families import _flex
 spec = json.loads(sys.argv[1])
@@ -35,14 +37,14 @@ with ah_plugin.enabled(**spec):
     out = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)(*inputs)
 torch.cuda.synchronize()
 print("RESULT " + json.dumps({"max_diff": (out.float() - off.float()).abs().max().item(),
-                              "stats": dict(flex_choices.stats)}))
+                              "stats": dict(flex_choices.stats), "cache": ah_plugin.tunable.get_stats()}))
 '''
 
 
-def _child(tmp_path, spec: dict) -> dict:
+def _child(tmp_path, spec: dict, **variables: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
     env.update(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_CACHE_DIR=str(tmp_path / "triton"),
-               PYTHONPATH=REPO)
+               PYTHONPATH=REPO, **variables)
     proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -70,3 +72,16 @@ def test_fast_mode_times_the_rankings_first_config_against_offs_and_matches_off(
     assert result["stats"]["decided"] >= 1 and result["stats"]["without_ranking"] == 0
     assert result["stats"]["kept"] == 2 * result["stats"]["decided"]  # the first config and off's, timed
     assert result["max_diff"] < 1e-2
+
+
+def test_the_results_cache_records_the_timed_winner_and_answers_the_next_process_with_it_alone(tmp_path):
+    results = tmp_path / "results.csv"
+    cache = {"AH_TUNABLE_ENABLED": "1", "AH_TUNABLE_FILENAME": str(results),
+             "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}  # Inductor's own caches would skip the lowering
+    first = _child(tmp_path, {"use": ["flex_decoding"], "top_k": "fast"}, **cache)
+    rows = [line.split(",") for line in results.read_text().splitlines() if line.startswith("flex_decoding,")]
+    assert len(rows) == 1 and rows[0][2].startswith("flexdecode_BLOCK-N="), results.read_text()
+    assert first["cache"]["tuned"] >= 1 and first["cache"]["hits"] == 0
+    second = _child(tmp_path, {"use": ["flex_decoding"], "top_k": "fast"}, **cache)
+    assert second["cache"]["hits"] >= 1 and second["cache"]["misses"] == 0
+    assert second["max_diff"] < 1e-2

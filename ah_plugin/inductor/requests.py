@@ -25,6 +25,7 @@ from torch._inductor.virtualized import V
 from ..use import choice_ids, flex_ranking
 from ..collect import features
 from ..policy import AutotuneRequest
+from . import session
 
 try:  # subgraph templates (decompose-k, ...) exist on the torch versions we support; kept optional
     from torch._inductor.codegen.subgraph import SubgraphTemplate
@@ -163,6 +164,9 @@ def build_request(op_name: str, nodes, candidates: list[str], stage: str, timing
     symbolic sizes also gets the request at other sizes it serves (``variants``, ``served_sizes``)."""
     device = nodes[0].get_device()
     request = described_request(op_name, [node_description(n) for n in nodes], device, candidates, stage, timing)
+    if flex_ranking.is_flex_op(op_name):
+        call = session.innermost(session.FlexCall)
+        request.context = dict(call.context) if call is not None else {}
     for assignment in served_sizes(nodes):
         tensors = [node_description(n, assignment) for n in nodes]
         request.variants.append(described_request(op_name, tensors, device, candidates, stage, timing))

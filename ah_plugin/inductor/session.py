@@ -11,7 +11,7 @@ nothing of one another. What they share lives in one of these objects, on one co
 * ``Timing``: a benchmark plan in force (a candidate being benchmarked, quality mode's fused-group decision);
 * ``Padding``: one decision of the pad_mm pass, with the times the pass measured;
 * ``FlexCall``: a FlexAttention call being lowered (``patches/flex_lowering.py``): its query, key and value
-  described, for the flex config hooks (``flex_choices``).
+  described, for the flex config hooks (``flex_choices``), and the key context of its autotuning.
 
 Each is opened with ``opened`` where its seam starts and closed when the seam returns; an inner one sees the
 outer ones (a convolution's rewritten mm inside the convolution's lowering). A candidate benchmarked after
@@ -69,9 +69,11 @@ class Padding:
 
 @dataclass(eq=False)
 class FlexCall:
-    """A FlexAttention call being lowered: its query, key and value as plain descriptions (None: unknown)."""
+    """A FlexAttention call being lowered: its query, key and value as plain descriptions (None: unknown),
+    and what its autotuning's key needs beyond them (``AutotuneRequest.context``: block sizes, functions)."""
 
     tensors: list | None
+    context: dict = field(default_factory=dict)
 
 
 _open: contextvars.ContextVar = contextvars.ContextVar("ah_plugin_session", default=())

@@ -26,6 +26,9 @@ class AutotuneRequest:
     stage: "pre_codegen" (KernelTemplateChoice list, before Triton code exists) or
         "post_codegen" (ChoiceCaller list, at the selector call; the CPU path only reaches this one).
     tensors: shapes/strides/dtypes of the inputs as plain data (for rebuilding the input offline).
+    context: what the op's lowering knows beyond its inputs, for keys that need it (FlexAttention: the
+        block mask's block sizes and a digest of the score and mask functions, ``tunable.flex_params``);
+        empty for a GEMM.
     variants: for an input with symbolic sizes (dynamic shapes), the same request at other sizes the
         compiled graph serves (each a request without variants); empty for a static input. ``features``
         and ``tensors`` hold the sizes Inductor autotunes at (its size hints).
@@ -38,3 +41,4 @@ class AutotuneRequest:
     stage: str = "post_codegen"
     tensors: list[dict[str, object]] = field(default_factory=list)
     variants: list["AutotuneRequest"] = field(default_factory=list)
+    context: dict[str, object] = field(default_factory=dict)

@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 
 from ah_plugin.report import messages
 
+from . import flex_params
+
 # Inductor's op names for GEMMs, and where A and B sit among the op's inputs.
 # packed_linear (CPU, freezing) computes x @ W.t() with W stored as [N, K]: B is input 2 transposed.
 # pad_mm / pad_addmm / pad_bmm rows hold Inductor's shape-padding decision for the unpadded operands of an
@@ -46,7 +48,9 @@ OPERAND_INDEX = {
     "pad_addmm": (1, 2, False),
     "pad_bmm": (0, 1, False),
 }
-KNOWN_OPS = frozenset(OPERAND_INDEX)
+# FlexAttention's kernels have rows of their own format (``flex_params``): exact calls, never tuned offline
+FLEX_OPS = flex_params.FLEX_OPS
+KNOWN_OPS = frozenset(OPERAND_INDEX) | FLEX_OPS
 PADDING_OPS = frozenset({"pad_mm", "pad_addmm", "pad_bmm"})
 # ops whose key carries the bias layout, and where the bias sits
 BIAS_INDEX = {"addmm": 0, "baddbmm": 0, "pad_addmm": 0}
@@ -196,14 +200,20 @@ def parse(text: str) -> GemmParams:
     )
 
 
-def parse_for(op: str, text: str) -> GemmParams:
-    """Parse the params of an `op` row; the bias layout must be there exactly for addmm/baddbmm.
+def parse_for(op: str, text: str) -> "GemmParams | flex_params.FlexParams":
+    """Parse the params of an `op` row; the bias layout must be there exactly for addmm/baddbmm. A flex
+    op's row is read by ``flex_params.parse``.
 
     Backward compatibility: addmm rows written before the bias layout was part of the key are read as
     `R` (a row-vector bias, the nn.Linear case and what those rows most often came from). A hit only
     ever keeps a candidate Inductor built for the actual input, so this can cost speed, never
     correctness. Such baddbmm rows have no common case to assume: a ParamsError (the row is skipped).
     """
+    if op in FLEX_OPS:
+        try:
+            return flex_params.parse(text)
+        except flex_params.FlexParamsError as error:
+            raise ParamsError(str(error)) from None
     key = parse(text)
     if op in BIAS_INDEX:
         if key.bias is None:
@@ -327,10 +337,14 @@ def _tensor(entry: dict) -> tuple[list[int], list[int], object]:
     return list(shape), list(stride), entry["dtype"]
 
 
-def from_request(op_name: str, features: dict, tensors: list[dict]) -> GemmParams | None:
+def from_request(op_name: str, features: dict, tensors: list[dict],
+                 context: dict | None = None) -> "GemmParams | flex_params.FlexParams | None":
     """The key of one autotuning request (plain data from `AutotuneRequest`), or None when the op is
-    not a GEMM we know or its inputs cannot be read. Uses the input tensors when present (they carry
-    the batch), else the log's feature columns (m, k, n, mat1/mat2 strides and dtypes)."""
+    not one we know or its inputs cannot be read. Uses the input tensors when present (they carry
+    the batch), else the log's feature columns (m, k, n, mat1/mat2 strides and dtypes). A flex op's key
+    comes from its features and the request's context (``flex_params.from_request``)."""
+    if op_name in FLEX_OPS:
+        return flex_params.from_request(features, context or {})
     if op_name not in OPERAND_INDEX:
         return None
     ia, ib, b_transposed = OPERAND_INDEX[op_name]

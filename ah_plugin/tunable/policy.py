@@ -63,8 +63,8 @@ def _margin() -> float:
         return 0.0
 
 
-def request_key(request: AutotuneRequest) -> P.GemmParams | None:
-    return P.from_request(request.op_name, request.features, request.tensors)
+def request_key(request: AutotuneRequest) -> "P.GemmParams | P.flex_params.FlexParams | None":
+    return P.from_request(request.op_name, request.features, request.tensors, request.context)
 
 
 class TunableCachePolicy(ChoicePolicy):
@@ -126,7 +126,7 @@ class TunableCachePolicy(ChoicePolicy):
                 kept = [c for c in request.candidates if c not in excluded]
                 return kept or None
             return None
-        if S.record_untuned_is_enabled():
+        if S.record_untuned_is_enabled() and request.op_name not in P.FLEX_OPS:  # flex: no offline tuning
             db.record_untuned(request.op_name, key.encode())
         chosen = heuristic_top1(request) if S.use_heuristic_top1() else None
         chosen = chosen or aten_candidate(request.candidates)

@@ -181,7 +181,9 @@ _LD = r"(?:[0-9]+(?:x[0-9]+)?|\*)"
 _DIGITS = r"(?:[0-9]+|\*)"
 _PLAIN_PARAMS = rf"(?:B{_SIZE}_)?[NTG][NTG]_{_SIZE}_{_SIZE}_{_SIZE}_ld_{_LD}_{_LD}_[a-z][a-z0-9_]*"
 _BIAS = rf"_bias-(?:[RCS]|[NT]{_DIGITS}|G{_DIGITS}x{_DIGITS})"
-_CANONICAL = {op: re.compile(_PLAIN_PARAMS).fullmatch for op in P.KNOWN_OPS if op not in P.BIAS_INDEX}
+_CANONICAL = {op: re.compile(_PLAIN_PARAMS).fullmatch for op in P.KNOWN_OPS
+              if op not in P.BIAS_INDEX and op not in P.FLEX_OPS}
+_CANONICAL.update((op, re.compile(P.flex_params.PATTERN).fullmatch) for op in P.FLEX_OPS)
 _CANONICAL.update(addmm=re.compile(_PLAIN_PARAMS + _BIAS).fullmatch,
                   pad_addmm=re.compile(_PLAIN_PARAMS + _BIAS).fullmatch,
                   baddbmm=re.compile(_PLAIN_PARAMS + _BIAS + rf"-b{_DIGITS}").fullmatch)
@@ -486,6 +488,10 @@ def untuned_file(path: str) -> tuple[list[tuple[str, str]], bool]:
             notes.append(f"{where}: {error}; skipped")
             continue
         bad -= 1
+        if op in P.FLEX_OPS:
+            notes.append(f"{where}: a {op} call cannot be rebuilt offline (its row does not hold the score and "
+                         "mask functions); run the program with tuning on to record it; skipped")
+            continue
         if parsed.wildcards:
             notes.append(f"{where}: {params} has wildcards; only concrete shapes can be tuned; skipped")
             continue

@@ -40,6 +40,10 @@ CONFIG_KEYS = {
 _PREFIX = {FLEX_FORWARD: "flex", FLEX_DECODING: "flexdecode", FLEX_BACKWARD: "flexbwd"}
 QUALITY_TOP_K = 3
 
+# a flex autotuning's context (``AutotuneRequest.context``) beyond its features, for the results cache's key:
+CONTEXT_SPARSE_BLOCKS = "flex_sparse_blocks"  # the block mask's (query, key/value) block sizes
+CONTEXT_FUNCTIONS = "flex_functions"  # a digest of the score and mask functions and the kernel options
+
 
 def is_flex_op(name: str) -> bool:
     return name in FLEX_OPS

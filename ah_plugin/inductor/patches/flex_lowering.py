@@ -7,14 +7,19 @@ wants larger key blocks than one over 2k). The lowerings of the two flex operato
 (``torch._inductor.lowering.lowerings[torch.ops.higher_order.flex_attention]`` and ``..._backward``) are
 wrapped here to keep the call's query, key and value, as plain descriptions, while the lowering runs;
 the lowering's session (``session.FlexCall``) holds them. Nothing else changes: the wrapped lowering is called with its own arguments.
+The session also holds what the results cache's key of the call needs (``call_context``): the block mask's
+block sizes and a digest of the score and mask functions and the kernel options.
 Checked on torch 2.11, 2.13, 2.14 and 2.15.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 from torch._inductor import lowering as inductor_lowering
 
+from ...use import flex_ranking
 from .. import contract, session
 from ..requests import node_description
 
@@ -65,9 +70,38 @@ def _wrapper(original, describe):
             call = [describe(node) for node in args[:3]]
         except Exception:  # an input without a layout: the hooks rank by head dim and dtype alone
             call = None
-        with session.opened(session.FlexCall(call)):
+        try:
+            context = call_context(args, kwargs)
+        except Exception:  # arguments of another shape: no key, the results cache stays out of this call
+            context = {}
+        with session.opened(session.FlexCall(call, context)):
             return original(*args, **kwargs)
 
     lowering._ah_plugin_flex = True
     lowering.__wrapped__ = original
     return lowering
+
+
+def call_context(args, kwargs) -> dict:
+    """The key context of one flex lowering call (``AutotuneRequest.context``, read by the results cache): the block mask's
+    (query, key/value) block sizes and a digest of every function graph the call carries (score, mask,
+    joint) and of its kernel options. Found by kind, not position (the block mask is the tuple that ends in
+    the mask graph, after the two block sizes; the kernel options the first dict), so the forward's and the
+    backward's arguments, which differ between torch versions, read alike. Empty when a part is missing."""
+    values = [*args, *kwargs.values()]
+    block_mask = next((v for v in values if isinstance(v, tuple) and len(v) >= 3 and _graph_code(v[-1])), None)
+    if block_mask is None:
+        return {}
+    q_block, kv_block = int(block_mask[-3]), int(block_mask[-2])
+    codes = [code for code in map(_graph_code, [*values, block_mask[-1]]) if code]
+    options = next((v for v in values if isinstance(v, dict)), {})
+    text = "\n".join([*codes, repr(sorted((str(k), repr(v)) for k, v in options.items()))])
+    return {flex_ranking.CONTEXT_SPARSE_BLOCKS: (q_block, kv_block),
+            flex_ranking.CONTEXT_FUNCTIONS: hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]}
+
+
+def _graph_code(value) -> str | None:
+    """The Python code of an Inductor subgraph's FX graph module (a score, mask or joint function)."""
+    module = getattr(value, "graph_module", None)
+    code = getattr(module, "code", None)
+    return code if isinstance(code, str) else None
