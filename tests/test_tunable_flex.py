@@ -101,6 +101,23 @@ def test_a_call_without_its_context_is_left_alone_and_tuning_off_records_no_flex
     monkeypatch.setenv(S.RECORD_UNTUNED, "1")
     assert policy.select(decode_request()) is None  # no aten kernel to answer with: the hook's configs stand
     assert not os.path.exists(tunable.get_untuned_filename())  # no offline tuning for a flex call: not recorded
+    monkeypatch.setenv(S.USE_HEURISTIC_TOP1, "1")
+    assert policy.select(decode_request()) is None  # never one untimed config for a flex miss
+
+
+def test_an_fp8_call_has_a_key_and_a_default_flex_row_is_refused(tmp_path):
+    tensors = [dict(t, dtype="torch.float8_e4m3fn") for t in decode_request().tensors]
+    features, _, _ = flex_ranking.flex_features(tensors)
+    key = P.from_request("flex_decoding", features, [], decode_request().context)
+    assert key is not None and "_float8_e4m3fn_blk128x128_" in key.encode()
+    assert P.parse_for("flex_decoding", key.encode()) == key
+    results = tmp_path / "mine.csv"
+    other = KEY.replace("Lkv4096", "Lkv2048")
+    results.write_text(f"flex_decoding,{other},{FAST},0.011\nflex_decoding,{KEY},{F.DEFAULT_SOLUTION},0.011\n",
+                       encoding="utf-8")
+    with pytest.warns(F.TunableFileWarning, match=r"mine.csv:2: .*Default \(aten\) is no choice"):
+        tunable.read_file(str(results))
+    assert [row[:3] for row in tunable.get_results()] == [("flex_decoding", other, FAST)]
 
 
 def test_bad_flex_rows_are_named_by_file_and_line_and_untuned_flex_rows_are_refused(tmp_path):

@@ -138,12 +138,16 @@ def preprocess(autotuning: session.Autotuning, choices) -> tuple[list, bool]:
         return choices, False
     if asked is None:
         return choices, False
+    offered = choices
     choices, ids, request, chain, current = asked
     relowers = autotuning.lowering is not None
     if relowers and request.op_name not in current.collect_ops and all(is_aten_choice(cid) for cid in ids):
         return choices, True
-    if relowers and len(choices) == 1 and not is_aten_choice(ids[0]) and not _compiles(choices[0], ids[0], current):
-        return choices, True  # a lone template that cannot compile: aten, as off
+    lone_kept = len(choices) == 1 and not is_aten_choice(ids[0]) and (relowers or len(offered) > 1)
+    if lone_kept and not _compiles(choices[0], ids[0], current, "aten is used" if relowers else "all are timed"):
+        # a lone template that cannot compile: aten as off in a lowering the plugin wrapped; elsewhere (a
+        # FlexAttention call the results cache answered) the candidates as they were offered, timed by Inductor
+        return (choices, True) if relowers else (offered, False)
     try:
         choices = numerical_check.checked(choices, ids, request, autotuning, chain)
         return _planned(autotuning, choices, request, chain, current), False
@@ -196,12 +200,12 @@ def _request_nodes(autotuning: session.Autotuning, choices) -> list:
     return list(autotuning.input_nodes or [])
 
 
-def _compiles(choice, choice_id: str, current) -> bool:
+def _compiles(choice, choice_id: str, current, instead: str) -> bool:
     """Whether a template kept alone (a results-cache hit, a sure ranking) compiles. Nothing benchmarks a
     lone candidate, so Inductor would first compile it while generating the graph's code, where an error
     ends the user's compile; compiled here (through its benchmark module, which compile-once then reuses),
-    a failure costs the template and one warning, and the GEMM is lowered as off. A candidate without a
-    separate compile step counts as compiling."""
+    a failure costs the template and one warning (``instead`` says what happens then: the GEMM lowered as
+    off, or every offered candidate timed). A candidate without a separate compile step counts as compiling."""
     precompile = getattr(choice, "precompile", None)
     try:
         has_request = getattr(choice, "bmreq", None) is not None
@@ -216,7 +220,7 @@ def _compiles(choice, choice_id: str, current) -> bool:
         return True
     except Exception as exc:  # a Triton compile error (out of resources, a bug in a config): aten instead
         warn_once(("lone_compile", choice_id), f"ah_plugin: the kept template {choice_id} failed to "
-                  f"compile ({type(exc).__name__}: {str(exc)[:200]}); aten is used for this GEMM")
+                  f"compile ({type(exc).__name__}: {str(exc)[:200]}); {instead}")
         return False
 
 

@@ -10,8 +10,9 @@ grouped-query decoder reading a 4096-token cache.
   its heads), as the flex features (`flex_ranking.flex_features`) read them;
 - `blk`: the block mask's query and key/value block sizes. A config's blocks must divide them (Inductor
   drops a config that does not), so a winner recorded under one block size is never answered for another;
-- `fn`: eight hex digits of a digest of the score and mask functions' code and the kernel options the user
-  passed. Two masks at one size (causal, a sliding window) prefer different configs, so they are two rows.
+- `fn`: eight hex digits of a digest of the score and mask functions' code and the kernel options as the
+  lowering sees them (flex_attention's defaults filled in: inference and training differ). Two masks at one
+  size (causal, a sliding window) prefer different configs, so they are two rows.
   The digest is a key, not a description: a row is written by a run and read by the next one.
 
 A flex row is one exact call: no wildcards (its functions cannot be matched by a pattern), and it cannot
@@ -36,7 +37,7 @@ FUNCTIONS = flex_ranking.CONTEXT_FUNCTIONS  # the digest of the score/mask funct
 _FLEX_RE = re.compile(
     r"B(?P<batch>[1-9][0-9]*)_Hq(?P<q_heads>[1-9][0-9]*)_Hkv(?P<kv_heads>[1-9][0-9]*)"
     r"_Lq(?P<q_seq>[1-9][0-9]*)_Lkv(?P<kv_seq>[1-9][0-9]*)_D(?P<qk_head_dim>[1-9][0-9]*)"
-    r"_Dv(?P<v_head_dim>[1-9][0-9]*)_(?P<dtype>[a-z][a-z0-9]*)"
+    r"_Dv(?P<v_head_dim>[1-9][0-9]*)_(?P<dtype>[a-z][a-z0-9_]*)"
     r"_blk(?P<q_block>[1-9][0-9]*)x(?P<kv_block>[1-9][0-9]*)_fn-(?P<functions>[0-9a-f]{8})"
 )
 PATTERN = _FLEX_RE.pattern

@@ -128,9 +128,11 @@ class TunableCachePolicy(ChoicePolicy):
             return None
         if S.record_untuned_is_enabled() and request.op_name not in P.FLEX_OPS:  # flex: no offline tuning
             db.record_untuned(request.op_name, key.encode())
-        chosen = heuristic_top1(request) if S.use_heuristic_top1() else None
+        # a flex miss keeps Inductor's configs: the heuristic's first alone would be one config never timed
+        top1 = S.use_heuristic_top1() and request.op_name not in P.FLEX_OPS
+        chosen = heuristic_top1(request) if top1 else None
         chosen = chosen or aten_candidate(request.candidates)
-        verbose(2, f"miss {request.op_name},{key.encode()} with tuning off -> {chosen}")
+        verbose(2, f"miss {request.op_name},{key.encode()} with tuning off -> {chosen or 'the candidates as offered'}")
         if chosen is None:
             return None
         db.stats.defaults += 1

@@ -324,7 +324,8 @@ def _parse(path: str, data: bytes, expected: dict[str, str] | None) -> ReadResul
             last_validator_line = lineno
             continue
         entry = None
-        if len(cells) == 4 and cells[0] in _CANONICAL and cells[2] and _CANONICAL[cells[0]](cells[1]):
+        if len(cells) == 4 and cells[0] in _CANONICAL and cells[2] and _CANONICAL[cells[0]](cells[1]) \
+                and not (cells[2] == DEFAULT_SOLUTION and cells[0] in P.FLEX_OPS):
             try:  # the usual row, read without a call: a time that is a number >= 0 (not NaN)
                 time_ms = float(cells[3])
             except ValueError:
@@ -400,6 +401,10 @@ def parse_row(cells: list[str], path: str, lineno: int, note) -> Entry | None:
         canonical = canonical_params(op, params)
     except P.ParamsError as error:
         note(f"{path}:{lineno}: {error}; skipped")
+        return None
+    if op in P.FLEX_OPS and solution == DEFAULT_SOLUTION:
+        note(f"{path}:{lineno}: a {op} row names one of its configs; {DEFAULT_SOLUTION} (aten) is no choice for "
+             "FlexAttention; skipped")
         return None
     return Entry(op, canonical, solution, time_ms, path, lineno)
 
