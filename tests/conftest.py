@@ -63,6 +63,26 @@ def tunable_env(monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def tunable_api_state(monkeypatch, tmp_path):
+    """No AH_TUNABLE_* variables from outside, the results and untuned files under tmp_path
+    (``results%d.csv``, ``untuned%d.csv``), the values set through ``ah_plugin.tunable``'s functions restored
+    and the in-process store emptied after the test."""
+    from ah_plugin.tunable import settings as S
+    from ah_plugin.tunable.store import store
+
+    for name in list(os.environ):
+        if name.startswith("AH_TUNABLE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv(S.FILENAME, str(tmp_path / "results%d.csv"))
+    monkeypatch.setenv(S.UNTUNED_FILENAME, str(tmp_path / "untuned%d.csv"))
+    saved = S._ApiValues(**S.api.__dict__)
+    store().clear()
+    yield
+    S.api.__dict__.update(saved.__dict__)
+    store().clear()
+
+
+@pytest.fixture
 def clean_use_env(monkeypatch):
     """No use-mode AH_PLUGIN_* variables from outside, and an empty artifact cache before and after."""
     from ah_plugin.use import artifact_loader

@@ -23,18 +23,7 @@ TRITON_A = "type=triton_BLOCK-M=64_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4"
 TRITON_B = "type=triton_BLOCK-M=128_BLOCK-K=64_BLOCK-N=128_numstages=3_numwarps=8"
 
 
-@pytest.fixture(autouse=True)
-def clean_state(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        if name.startswith("AH_TUNABLE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv(S.FILENAME, str(tmp_path / "results%d.csv"))
-    monkeypatch.setenv(S.UNTUNED_FILENAME, str(tmp_path / "untuned%d.csv"))
-    saved = S._ApiValues(**S.api.__dict__)
-    store().clear()
-    yield
-    S.api.__dict__.update(saved.__dict__)
-    store().clear()
+pytestmark = pytest.mark.usefixtures("tunable_api_state")
 
 
 def validator_lines(**override) -> str:

@@ -28,18 +28,7 @@ SLOW = "flexdecode_BLOCK-N=32_numstages=3_numwarps=2"
 KEY = "B8_Hq32_Hkv8_Lq1_Lkv4096_D128_Dv128_bfloat16_blk128x128_fn-3f9a0c21"
 
 
-@pytest.fixture(autouse=True)
-def clean_state(monkeypatch, tmp_path):
-    for name in list(os.environ):
-        if name.startswith("AH_TUNABLE_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv(S.FILENAME, str(tmp_path / "results%d.csv"))
-    monkeypatch.setenv(S.UNTUNED_FILENAME, str(tmp_path / "untuned%d.csv"))
-    saved = S._ApiValues(**S.api.__dict__)
-    store().clear()
-    yield
-    S.api.__dict__.update(saved.__dict__)
-    store().clear()
+pytestmark = pytest.mark.usefixtures("tunable_api_state")
 
 
 def decode_request(kv_seq=4096, functions="3f9a0c21", blocks=(128, 128), candidates=(FAST, OFF, SLOW)):
