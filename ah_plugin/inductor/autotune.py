@@ -33,6 +33,7 @@ from ..report import cpu_gemm, decision_words
 from ..report.messages import warn_once
 from ..report.verbose_output import verbose
 from ..use import aten_margin
+from ..use.flex_ranking import FLEX_OPS
 from ..use.ranking import is_aten_choice
 from . import numerical_check, padded_choice, plans, session, wide_space
 from .patches import benchmarker, compile_once
@@ -143,10 +144,11 @@ def preprocess(autotuning: session.Autotuning, choices) -> tuple[list, bool]:
     relowers = autotuning.lowering is not None
     if relowers and request.op_name not in current.collect_ops and all(is_aten_choice(cid) for cid in ids):
         return choices, True
-    lone_kept = len(choices) == 1 and not is_aten_choice(ids[0]) and (relowers or len(offered) > 1)
+    # a lone template that cannot compile: aten as off in a GEMM lowering the plugin wrapped; for a FlexAttention
+    # call the results cache answered, the configs as they were offered, timed by Inductor
+    flex_hit = request.op_name in FLEX_OPS and len(offered) > 1
+    lone_kept = len(choices) == 1 and not is_aten_choice(ids[0]) and (relowers or flex_hit)
     if lone_kept and not _compiles(choices[0], ids[0], current, "aten is used" if relowers else "all are timed"):
-        # a lone template that cannot compile: aten as off in a lowering the plugin wrapped; elsewhere (a
-        # FlexAttention call the results cache answered) the candidates as they were offered, timed by Inductor
         return (choices, True) if relowers else (offered, False)
     try:
         choices = numerical_check.checked(choices, ids, request, autotuning, chain)
