@@ -87,6 +87,32 @@ def test_sampling_is_the_default_and_shapes_file_overrides(tmp_path):
     assert runner.make_input(3, args)["transpose_left"] is True
 
 
+def test_int8_runs_collect_int_mm_with_the_mm_columns_and_alone():
+    runner = BenchmarkRunnerMM()
+    args = runner.parse_args(["-o", "x.txt", "--device", "cuda", "--dtypes", "int8"])
+    assert runner.collected_op(args, "cuda") == "int_mm"
+    assert runner.worker_env(args, "cuda")["TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"] == "int_mm"
+    spec = runner.make_input(0, args)
+    feats = runner.input_features(spec, args)
+    assert feats["mat1_dtype"] == feats["mat2_dtype"] == "torch.int8" and feats["using_tf32"] == "not_float_32"
+    assert (feats["mat2_stride_0"], feats["mat2_stride_1"]) == ("1", feats["k"])  # x @ w.t()
+    floats = runner.parse_args(["-o", "x.txt", "--device", "cuda", "--dtypes", "bf16"])
+    assert runner.collected_op(floats, "cuda") == "mm"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--dtypes", "int8,bf16", "--device", "cuda"], "collect them in a run of their own"),
+    (["--dtypes", "int8", "--device", "cpu"], "on CUDA only"),
+    (["--dtypes", "int4", "--device", "cuda"], "unknown dtype 'int4'"),
+])
+def test_int8_mixed_with_floats_or_on_the_cpu_is_refused_before_any_work(tmp_path, argv, said):
+    out = tmp_path / "rows.txt"
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "-o", str(out), *argv],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
 @pytest.mark.slow
 def test_cpu_batched_path_logs_every_input_isolates_a_failing_one_and_resumes(tmp_path):
     """Real Inductor max-autotune (packed_linear under freezing, the GEMM Inductor autotunes on the CPU) in

@@ -83,7 +83,13 @@ def test_input_round_trips_and_rejects_bad_values():
     s = ss.sample_mm_input(0, 11)
     assert ss.MMInput.from_dict(s.to_dict()) == s
     with pytest.raises(ValueError, match="dtype"):
-        ss.MMInput(1, 2, 3, False, False, "int8")
+        ss.MMInput(1, 2, 3, False, False, "int4")
+    with pytest.raises(ValueError, match="m of at least 17"):
+        ss.MMInput(16, 32, 32, False, True, "int8")
+    with pytest.raises(ValueError, match="multiples of 8"):
+        ss.MMInput(32, 30, 32, False, True, "int8")
+    with pytest.raises(ValueError, match="layout NT"):
+        ss.MMInput(32, 32, 32, False, False, "int8")
     with pytest.raises(ValueError, match="positive"):
         ss.MMInput(0, 2, 3, False, False, "float16")
 
@@ -109,3 +115,24 @@ def test_shapes_file_errors_name_file_and_line(tmp_path):
     nohdr.write_text("m,k\n1,2\n")
     with pytest.raises(ValueError, match=r"nohdr\.csv:1: .*'n'"):
         ss.read_shapes_file(nohdr)
+
+
+def test_int8_samples_are_int8_gemms_and_never_drawn_by_default():
+    samples = [ss.sample_mm_input(4, i, dtypes=(ss.INT8,)) for i in range(500)]
+    for s in samples:  # MMInput checks the int8 GEMM's rules; here what the sampler adds on top
+        assert s.op == "int_mm" and (s.transpose_left, s.transpose_right) == (False, True)
+        assert s.m >= 17 and s.k % 8 == 0 and s.n % 8 == 0 and max(s.m, s.k, s.n) <= ss.MAX_DIM
+        assert ss.fits(s.m, s.k, s.n, "int8")
+    assert len({(s.m, s.k, s.n) for s in samples}) > 450  # still the upstream spread of sizes
+    assert [ss.sample_mm_input(4, i, dtypes=(ss.INT8,)) for i in range(500)] == samples
+    assert all(ss.sample_mm_input(4, i).op == "mm" for i in range(500))
+
+
+def test_an_int8_row_of_a_shapes_file_gets_the_int8_layout_and_a_bad_one_is_named(tmp_path):
+    path = tmp_path / "shapes.csv"
+    path.write_text("m,k,n,dtype\n32,4096,14336,int8\n")
+    assert ss.read_shapes_file(path) == [ss.MMInput(32, 4096, 14336, False, True, "int8")]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("m,k,n,dtype\n32,4096,14336,int8\n8,4096,14336,torch.int8\n")
+    with pytest.raises(ValueError, match=r"bad\.csv:3: an int8 input .*m of at least 17"):
+        ss.read_shapes_file(bad)

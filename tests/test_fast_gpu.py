@@ -105,6 +105,26 @@ def test_collection_is_timed_by_replay_and_marked_in_the_log(tmp_path):
     assert len(siblings) == 1 and "timing" not in json.loads(siblings[0].read_text().splitlines()[0])
 
 
+def test_int8_gemms_are_collected_as_int_mm_with_the_mm_columns(tmp_path):
+    """gen_data_mm --dtypes int8: every input's autotuning logged under op int_mm, with m, k, n and the int8
+    dtypes, aten's choice among the timed ones, by replay."""
+    shapes = tmp_path / "int8.csv"
+    shapes.write_text("m,k,n,dtype\n48,4096,1024,int8\n1024,4096,4096,int8\n")
+    log = tmp_path / "int_mm.txt"
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.mm.gen_data_mm", "--dtypes", "int8", "--shapes",
+                           str(shapes), "-o", str(log), "--num-reps", "1", "--no-progress"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = log.read_text().splitlines()
+    meta, header = json.loads(lines[0]), lines[1].split(",")
+    assert meta["name"] == "int_mm" and meta["timing"] == "cudagraph_replay"
+    assert {"m", "k", "n", "mat1_dtype", "mat2_stride_1"} <= set(header)
+    rows = [dict(zip(header, line.split(","))) for line in lines[2:]]
+    assert {(r["m"], r["k"], r["n"]) for r in rows} == {("48", "4096", "1024"), ("1024", "4096", "4096")}
+    assert all(r["mat1_dtype"] == "torch.int8" for r in rows)
+    assert any(r["choice"].startswith("extern_") for r in rows) and len({r["choice"] for r in rows}) > 2
+
+
 def test_a_template_must_beat_aten_by_the_margin(tmp_path):
     """Aten and one template are benchmarked (replay); with a margin of 100% the template would have to
     run in half aten's time, which it does not on these shapes: aten is compiled."""

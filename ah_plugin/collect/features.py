@@ -8,6 +8,8 @@ builds these from Inductor's nodes; everything here is pure Python.
   both strides, both ``iscontig``, ``using_tf32``), so our rows and the official data mean the same.
 * ``addmm``: the mm columns for (mat1, mat2) plus the bias's strides (``bias_stride_0/1``; 0 marks a
   broadcast bias); ``mm_view`` gives back the mm part, for ranking addmm with an mm artifact.
+* ``int_mm`` (int8 operands, int32 result): the mm columns, so an int8 GEMM's rows read like an mm's (its
+  own log and artifact: the int8 kernels' configs are not the float ones').
 * ``bmm``: the mm columns for the per-batch matrices plus ``b`` (batch) and the batch strides.
 * ``flex_attention``, ``flex_decoding``, ``flex_attention_backward``: batch, heads, sequence lengths, head
   dims and dtype of the query, key and value (``flex_ranking.flex_features``).
@@ -25,7 +27,6 @@ from __future__ import annotations
 from ..replay_timing import METHOD_REPLAY
 from ..use import flex_ranking
 
-MM_LIKE_OPS = ("mm", "addmm", "bmm")
 BIAS_COLUMNS = ("bias_stride_0", "bias_stride_1")
 
 
@@ -86,7 +87,7 @@ def op_features(op_name: str, tensors: list[dict], tf32_enabled: bool = False):
     out: dict = {}
     num: list[str] = []
     cat: list[str] = []
-    if op_name == "mm" and len(tensors) == 2 and _all_rank(tensors, 2):
+    if op_name in ("mm", "int_mm") and len(tensors) == 2 and _all_rank(tensors, 2):  # int_mm: an int8 mm
         _matrix_columns(out, num, cat, tensors[0], tensors[1], tf32_enabled)
     elif op_name == "addmm" and len(tensors) == 3 and _all_rank(tensors[1:], 2):
         bias, mat1, mat2 = tensors

@@ -12,6 +12,12 @@ The distribution follows upstream's mm data generator (torchgen's ``_autoheurist
 * dtype uniform among bfloat16, float16, float32; a float32 input uses TF32 or not with equal odds;
 * the four transpose combinations with equal odds.
 
+int8 inputs (``torch._int_mm``, Inductor's ``int_mm`` autotuning, e.g. a quantized decoder's projections)
+are drawn from the same dimensions, made what the int8 GEMM accepts: m above 16 (17 where drawn smaller),
+k and n rounded up to multiples of 8, and the layout of a quantized linear layer (``x @ w.t()``: a
+row-major, b column-major). int8 is sampled only when asked for (``dtypes``), never with the float dtypes
+by default.
+
 Standard library only, so the runner's parent process never imports torch.
 """
 
@@ -32,8 +38,11 @@ DEFAULT_MEMORY_LIMIT_BYTES = 40 * 2**30
 DIM_KINDS = ("mult_128", "pow2", "uniform", "uniform_between_pow2")
 DIM_KIND_WEIGHTS = (0.85, 0.10, 0.04, 0.01)
 
-DTYPES = ("bfloat16", "float16", "float32")
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+DTYPES = ("bfloat16", "float16", "float32")  # the default: what a plain GEMM (op mm) takes
+INT8 = "int8"  # an int8 GEMM (op int_mm), asked for on its own
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, INT8: 1}
+INT8_MIN_M = 17  # the int8 GEMM needs more than 16 rows
+INT8_MULTIPLE = 8  # and k, n multiples of 8
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,16 @@ class MMInput:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"MMInput.{name} must be a positive integer, got {value!r}")
         if self.dtype not in DTYPE_BYTES:
-            raise ValueError(f"MMInput.dtype must be one of {DTYPES}, got {self.dtype!r}")
+            raise ValueError(f"MMInput.dtype must be one of {(*DTYPES, INT8)}, got {self.dtype!r}")
+        if self.dtype == INT8:
+            why = int8_problem(self.m, self.k, self.n, self.transpose_left, self.transpose_right)
+            if why:
+                raise ValueError(f"an int8 input (torch._int_mm) needs {why}; got {self.describe()}")
+
+    @property
+    def op(self) -> str:
+        """Inductor's autotuning name for this input's GEMM."""
+        return "int_mm" if self.dtype == INT8 else "mm"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -79,6 +97,17 @@ class MMInput:
         layout = ("T" if self.transpose_left else "N") + ("T" if self.transpose_right else "N")
         tf32 = "+tf32" if self.dtype == "float32" and self.allow_tf32 else ""
         return f"m={self.m} k={self.k} n={self.n} {layout} {self.dtype}{tf32}"
+
+
+def int8_problem(m: int, k: int, n: int, transpose_left: bool, transpose_right: bool) -> str | None:
+    """What an int8 input breaks of the int8 GEMM's rules (see the module docstring), or None."""
+    if m < INT8_MIN_M:
+        return f"m of at least {INT8_MIN_M}"
+    if k % INT8_MULTIPLE or n % INT8_MULTIPLE:
+        return f"k and n multiples of {INT8_MULTIPLE}"
+    if transpose_left or not transpose_right:
+        return "the layout NT (a row-major, b column-major: x @ w.t())"
+    return None
 
 
 def sample_rng(seed: int, index: int, stream: str = "mm") -> random.Random:
@@ -135,7 +164,23 @@ def sample_mm_input(
     m, k, n = sample_mkn(rng, dtype, memory_limit_bytes)
     transpose_left = rng.random() < 0.5
     transpose_right = rng.random() < 0.5
+    if dtype == INT8:
+        m, k, n = int8_dims(m, k, n, dtype, memory_limit_bytes)
+        transpose_left, transpose_right = False, True
     return MMInput(m, k, n, transpose_left, transpose_right, dtype, allow_tf32)
+
+
+def int8_dims(m: int, k: int, n: int, dtype: str, memory_limit_bytes: int) -> tuple[int, int, int]:
+    """A drawn (m, k, n) made an int8 GEMM's: m at least 17, k and n rounded up to multiples of 8 (a few
+    elements more, so the limits are checked again; a dimension that no longer fits is rounded down)."""
+    def rounded(value: int) -> int:
+        up = -(-value // INT8_MULTIPLE) * INT8_MULTIPLE
+        return up if up <= MAX_DIM else up - INT8_MULTIPLE
+
+    m, k, n = max(m, INT8_MIN_M), rounded(k), rounded(n)
+    while not fits(m, k, n, dtype, memory_limit_bytes) and k > INT8_MULTIPLE:
+        k -= INT8_MULTIPLE
+    return m, k, n
 
 
 # --- shapes files ---------------------------------------------------------------------------------------
@@ -154,6 +199,8 @@ _DTYPE_ALIASES = {
     "float": "float32",
     "float32": "float32",
     "torch.float32": "float32",
+    "int8": INT8,
+    "torch.int8": INT8,
 }
 
 
@@ -169,7 +216,7 @@ def _flag(text: str, where: str) -> bool:
 def read_shapes_file(path, dtypes: tuple[str, ...] = DTYPES, tf32_modes=(False, True)) -> list[MMInput]:
     """Inputs listed in a CSV file with a header naming at least ``m,k,n``.
 
-    Optional columns: ``transpose_left``, ``transpose_right``, ``dtype`` (bf16/fp16/fp32 or torch names),
+    Optional columns: ``transpose_left``, ``transpose_right``, ``dtype`` (bf16/fp16/fp32/int8 or torch names),
     ``allow_tf32``. A missing column expands the row over its values (both transposes; ``dtypes``;
     ``tf32_modes`` for float32), so a bare ``m,k,n`` list gives every layout and dtype. Lines starting with
     ``#`` and blank lines are ignored. Bad values raise ValueError naming the file and line.
@@ -195,8 +242,6 @@ def read_shapes_file(path, dtypes: tuple[str, ...] = DTYPES, tf32_modes=(False, 
             m, k, n = (int(row[name]) for name in ("m", "k", "n"))
         except ValueError:
             raise ValueError(f"{where}: m, k, n must be integers: {line.strip()}") from None
-        lefts = [_flag(row["transpose_left"], where)] if "transpose_left" in row else [False, True]
-        rights = [_flag(row["transpose_right"], where)] if "transpose_right" in row else [False, True]
         if "dtype" in row:
             name = _DTYPE_ALIASES.get(row["dtype"].lower())
             if name is None:
@@ -205,6 +250,11 @@ def read_shapes_file(path, dtypes: tuple[str, ...] = DTYPES, tf32_modes=(False, 
         else:
             row_dtypes = list(dtypes)
         for dtype in row_dtypes:
+            # an int8 GEMM has one layout (NT): a row without layout columns gets that one, not all four
+            lefts = [_flag(row["transpose_left"], where)] if "transpose_left" in row else (
+                [False] if dtype == INT8 else [False, True])
+            rights = [_flag(row["transpose_right"], where)] if "transpose_right" in row else (
+                [True] if dtype == INT8 else [False, True])
             if dtype != "float32":
                 modes = [False]
             elif "allow_tf32" in row:

@@ -35,6 +35,10 @@ as they are):
   one huge input does not hold a whole batch past the time budget (``--max-estimated-ms`` optionally
   leaves such inputs out of a budgeted run).
 
+``--dtypes int8`` collects int8 GEMMs instead (``torch._int_mm``, Inductor's ``int_mm`` autotuning, logged as op
+``int_mm``; the sampler makes each input one the int8 GEMM takes, see ``shape_sampler``). A run collects
+one op: int8 is not mixed with the float dtypes, and runs on CUDA only.
+
 On ``--device cpu`` the same worker runs the CPU path: constant weights under
 ``torch.no_grad()`` with freezing lower each ``x_i @ w_i`` to ``packed_linear``, which max-autotune
 benchmarks (collected as op ``packed_linear``). Use it with small ``--shapes``; it exists to test the pipeline.
@@ -58,6 +62,7 @@ from torchgen_ah.datagen.fresh_caches import fresh_compile_caches
 from torchgen_ah.datagen.shape_sampler import (
     DEFAULT_MEMORY_LIMIT_BYTES,
     DTYPES,
+    INT8,
     MMInput,
     read_shapes_file,
     sample_mm_input,
@@ -73,14 +78,14 @@ ENV_TIMING = "AH_PLUGIN_TIMING"
 ENV_INJECT_FAULT = "AH_DATAGEN_INJECT_FAULT"
 ENV_PERSISTENT_TMA = "ENABLE_PERSISTENT_TMA_MATMUL"  # Inductor's switch for its persistent TMA mm template
 
-_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "int8": INT8}
 
 # Nominal H100/H200-class dense rates (FLOP/s) and memory bandwidth (B/s) for a rough cost of one call of an
 # input: only used to keep expensive inputs out of shared batches and, optionally, out of a budgeted run.
 # Rates for the cost estimate (batching, --max-estimated-ms), not for any measurement. fp32 without TF32
 # is set well below the H200's nominal 67 TFLOP/s: Triton's candidates take the FMA path there, and a
 # batch of such inputs estimated at <= 20 ms per call still outlasted a 5-minute budget on the H200.
-_NOMINAL_FLOPS = {"bfloat16": 8e14, "float16": 8e14, "float32_tf32": 4e14, "float32": 1.5e13}
+_NOMINAL_FLOPS = {"bfloat16": 8e14, "float16": 8e14, "float32_tf32": 4e14, "float32": 1.5e13, INT8: 1.6e15}
 _NOMINAL_BYTES_PER_S = 4e12
 COMPILE_MODE = "max-autotune-no-cudagraphs"
 
@@ -118,7 +123,8 @@ class BenchmarkRunnerMM(BenchmarkRunner):
                             help="CSV of inputs (header m,k,n[,transpose_left,transpose_right,dtype,allow_tf32]) "
                                  "instead of sampling; missing columns expand to all layouts/dtypes")
         parser.add_argument("--dtypes", default="bf16,fp16,fp32",
-                            help="dtypes to sample (bf16, fp16, fp32; fp32 is split between TF32 on and off)")
+                            help="dtypes to sample (bf16, fp16, fp32; fp32 is split between TF32 on and off); "
+                                 "or int8 alone: int8 GEMMs (torch._int_mm, logged as op int_mm; CUDA only)")
         parser.add_argument("--timing", choices=("replay", "per_call"), default="replay",
                             help="how each candidate is timed on a GPU: by CUDA-graph replay, as it runs in a "
                                  "compiled model (the log says so in its metadata), or by Inductor's per-call "
@@ -169,15 +175,34 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         parser.add_argument("--cache-root", default=None,
                             help="where per-input Inductor cache folders are made (default: system temp)")
 
+    def parse_args(self, argv=None):
+        args = super().parse_args(argv)
+        try:
+            self.dtypes(args)
+        except ValueError as exc:
+            self.parser.error(str(exc))
+        return args
+
     def dtypes(self, args) -> tuple[str, ...]:
         out = []
         for item in args.dtypes.split(","):
             item = item.strip()
             name = _DTYPE_NAMES.get(item, item)
-            if name not in DTYPES:
-                raise SystemExit(f"--dtypes: unknown dtype {item!r} (expected bf16, fp16, fp32)")
+            if name not in (*DTYPES, INT8):
+                raise ValueError(f"--dtypes: unknown dtype {item!r} (expected bf16, fp16, fp32, or int8 alone)")
             out.append(name)
+        if INT8 in out and len(set(out)) > 1:
+            raise ValueError("--dtypes: int8 GEMMs are another op (int_mm) with a log of their own: "
+                             "collect them in a run of their own (--dtypes int8)")
+        if INT8 in out and (getattr(args, "device", None) or "cuda").startswith("cpu"):
+            raise ValueError("--dtypes int8: Inductor autotunes int8 GEMMs on CUDA only; drop --device cpu")
         return tuple(out)
+
+    def collected_op(self, args, device: str) -> str:
+        """The op this run logs: packed_linear on the CPU, int_mm for int8, else mm."""
+        if device == "cpu":
+            return "packed_linear"
+        return "int_mm" if self.dtypes(args) == (INT8,) else "mm"
 
     # --- inputs ----------------------------------------------------------------------------------------
 
@@ -241,13 +266,13 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         from ah_plugin.collect import features
 
         inp = MMInput.from_dict(spec)
-        values, _, _ = features.op_features("mm", mm_tensor_descriptions(inp), inp.allow_tf32)
+        values, _, _ = features.op_features(inp.op, mm_tensor_descriptions(inp), inp.allow_tf32)
         return {name: str(value) for name, value in values.items()}
 
     # --- worker side -----------------------------------------------------------------------------------
 
     def worker_env(self, args, device: str) -> dict:
-        op = "packed_linear" if device == "cpu" else "mm"
+        op = self.collected_op(args, device)
         env = {ENV_LOG_PATH: os.path.abspath(self.log_path_for(args))}
         env[ENV_USE if args.use_heuristic else ENV_COLLECT] = op
         env[ENV_SEARCH_SPACE] = args.search_space
@@ -430,9 +455,12 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         dev = self.device
 
         def operand(rows, cols, transposed, dtype):
-            if transposed:
-                return torch.randn(cols, rows, dtype=dtype, device=dev).t()
-            return torch.randn(rows, cols, dtype=dtype, device=dev)
+            shape = (cols, rows) if transposed else (rows, cols)
+            if dtype == torch.int8:
+                tensor = torch.randint(-128, 128, shape, dtype=dtype, device=dev)
+            else:
+                tensor = torch.randn(shape, dtype=dtype, device=dev)
+            return tensor.t() if transposed else tensor
 
         lefts, rights = [], []
         for inp in inputs:
@@ -442,7 +470,7 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         if dev == "cpu":
             return _constant_weights_module(rights).eval(), tuple(lefts)
         operands = tuple(t for pair in zip(lefts, rights) for t in pair)
-        return _mm_all, operands
+        return (_int_mm_all if inputs[0].dtype == INT8 else _mm_all), operands
 
     def classify_error(self, exc: BaseException) -> str:
         if type(exc).__name__ == "OutOfMemoryError":
@@ -459,10 +487,14 @@ class BenchmarkRunnerMM(BenchmarkRunner):
 
 def _mm_all(*operands):
     """Products of consecutive (a, b) operand pairs, each a separate mm, all returned."""
-    products = []
-    for i in range(0, len(operands), 2):
-        products.append(operands[i] @ operands[i + 1])
-    return tuple(products)
+    return tuple(operands[i] @ operands[i + 1] for i in range(0, len(operands), 2))
+
+
+def _int_mm_all(*operands):
+    """The int8 products (int32 results) of consecutive (a, b) operand pairs, each its own int_mm."""
+    import torch  # lazy: only the worker imports torch
+
+    return tuple(torch._int_mm(operands[i], operands[i + 1]) for i in range(0, len(operands), 2))
 
 
 def usable_cores() -> int:
@@ -488,7 +520,10 @@ def estimated_call_ms(inp: MMInput) -> float:
 
 
 def input_bytes(inp: MMInput) -> int:
-    """Bytes of a, b and the output of one input (what it holds on the GPU while its batch runs)."""
+    """Bytes of a, b and the output of one input (what it holds on the GPU while its batch runs; an int8
+    GEMM writes int32)."""
+    if inp.dtype == INT8:
+        return inp.m * inp.k + inp.k * inp.n + 4 * inp.m * inp.n
     size = 4 if inp.dtype == "float32" else 2
     return size * (inp.m * inp.k + inp.k * inp.n + inp.m * inp.n)
 

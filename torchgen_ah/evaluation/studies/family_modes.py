@@ -1,0 +1,318 @@
+"""The plugin's modes on the map's workloads: what fast and quality mode give where autotuning pays.
+
+    python -m torchgen_ah.evaluation.studies.family_modes --out DIR --families int_mm,flex_decoding
+        [--modes fast,quality] [--artifact-dir DIR] [--budget-s 150] [--rounds 7] [--only WORDS]
+    python -m torchgen_ah.evaluation.studies.family_modes --report DIR/*.jsonl [--results benchmarks/RESULTS.md]
+
+The map (``autotune_map``) says which op families default max-autotune beats max-autotune off on; this is
+the check that closes a family's loop once an artifact ranks it. Per workload of a family
+(``autotune_families``), in one fresh process per family: off, default max-autotune and each plugin mode
+(fast, quality: ``ah_plugin.enabled(use=<the family's op>, top_k=mode)``, with the artifacts of
+``--artifact-dir`` beside the package's) are compiled one after another (each compile's first-call wall
+time, Inductor's caches off so every mode autotunes afresh), then timed by CUDA-graph replay in
+interleaved rounds, the order rotating each round; every mode's output is compared with off's.
+
+The report gives per family and mode the geomean of the step over off's and the worst shape, the compile
+over off's, and for quality the share of default's gain over off it keeps, against the bars a learned
+family must meet: fast never slower than off (<= 1.005x on every shape), quality >= 90% of default's
+gain at <= 1.3x off's compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from .autotune_map import _call, _difference, _median_spread, _step_time, geomean
+
+SECTION = "family_modes"
+PLUGIN_MODES = ("fast", "quality")
+FAST_BAR = 1.005  # fast mode's step over off's, on every shape
+QUALITY_GAIN_BAR = 0.90  # the share of default's gain over off quality mode keeps
+QUALITY_COMPILE_BAR = 1.3  # quality mode's compile over off's
+DEFAULT_BUDGET_S = 150.0
+# the ops a family's workloads autotune, where more than the one the map names (a training step's forward)
+USE_OPS = {"flex_attention_backward": ("flex_attention", "flex_attention_backward")}
+
+
+def use_ops(family: str, autotuned_as: str) -> tuple[str, ...]:
+    """The plugin's use ops for one family's workloads."""
+    return USE_OPS.get(family, (autotuned_as,))
+
+
+def _compile(fn, inputs, training: bool, mode: str, ops: tuple, artifact_dir: str | None, index: int):
+    """(compiled fn, its first output, first-call seconds) of one mode; a plugin mode compiles in its scope,
+    its options made unequal to every earlier compile's (else Dynamo would run their code)."""
+    import contextlib
+
+    import torch
+
+    import ah_plugin
+    from ah_plugin.inductor import compile_tools
+    from torchgen_ah.evaluation.one_process import neutral_options
+
+    scope = contextlib.nullcontext()
+    if mode in PLUGIN_MODES:
+        scope = ah_plugin.enabled(use=list(ops), top_k=mode, artifact_dir=artifact_dir)
+    with scope:
+        if mode == "off":
+            compiled = torch.compile(fn, dynamic=False)
+        elif mode == "default":
+            compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
+        else:  # the mode's options as torch.compile(mode=...) would give them under the plugin (narrowed)
+            options = dict(compile_tools.mode_options("max-autotune-no-cudagraphs"))
+            options.update(neutral_options(index))
+            compiled = torch.compile(fn, options=options, dynamic=False)
+        start = time.perf_counter()
+        out = _call(compiled, inputs, training)
+        torch.cuda.synchronize()
+        return compiled, out, time.perf_counter() - start
+
+
+def measure(workload, modes: tuple, rounds: int, artifact_dir: str | None) -> dict:
+    """Every mode of one workload compiled and timed in this process (see the module's docstring)."""
+    import torch
+
+    from ah_plugin.inductor import compile_tools
+    from torchgen_ah.evaluation.one_process import recompiled
+
+    fn, inputs = workload.build()
+    torch.compiler.reset()  # a fresh Dynamo cache per workload: no recompile limits, no dynamic shapes
+    ops = use_ops(workload.family, workload.autotuned_as)
+    compiled, outputs, compile_s, failures = {}, {}, {}, {}
+    for index, mode in enumerate(("off", "default", *modes)):
+        try:
+            compiled[mode], outputs[mode], compile_s[mode] = _compile(
+                fn, inputs, workload.training, mode, ops, artifact_dir, index)
+        except Exception as exc:  # noqa: BLE001 - a mode that fails to compile is a result
+            failures[mode] = f"{type(exc).__name__}: {exc}"[:300]
+    if "off" not in compiled:
+        raise RuntimeError(f"max-autotune off failed: {failures.get('off')}")
+    graphs = compile_tools.dynamo_graph_count()
+    method: list = []
+    times: dict[str, list[float]] = {mode: [] for mode in compiled}
+    names = list(compiled)
+    for r in range(rounds):
+        for mode in names[r % len(names):] + names[: r % len(names)]:
+            times[mode].append(_step_time(lambda c=compiled[mode]: _call(c, inputs, workload.training), method))
+    off_ms, _ = _median_spread(times["off"])
+    row = {"family": workload.family, "label": workload.label, "features": workload.features,
+           "use_ops": list(ops), "rounds": rounds, "timing": sorted(set(method)), "failures": failures,
+           "recompiled_while_timing": recompiled(graphs, "the timing rounds", "family_modes"), "modes": {}}
+    for mode in compiled:
+        ms, spread = _median_spread(times[mode])
+        error, relative = _difference(outputs["off"], outputs[mode])
+        row["modes"][mode] = {"us": round(ms * 1000, 2), "x_off": ms / off_ms, "spread": spread,
+                              "compile_s": round(compile_s[mode], 2),
+                              "compile_x_off": compile_s[mode] / compile_s["off"] if compile_s["off"] > 0 else None,
+                              "max_abs_diff": error, "relative_diff": relative}
+    return row
+
+
+def run_worker(family: str, out_path: str, modes: tuple, budget_s: float, rounds: int, only: str,
+               artifact_dir: str | None) -> int:
+    """One family's workloads in this process, a JSON line each, within ``budget_s``."""
+    import torch
+
+    from ah_plugin.inductor.compile_tools import without_compile_caches
+
+    from .autotune_families import family_workloads
+    from .autotune_map import _warm_up
+
+    if not torch.cuda.is_available():
+        print("family_modes: needs a CUDA GPU (the modes are timed by CUDA-graph replay)", file=sys.stderr)
+        return 2
+    without_compile_caches()
+    started = time.perf_counter()
+    _warm_up()
+    longest = 0.0
+    words = [w.strip() for w in only.split(",") if w.strip()]
+    with open(out_path, "a", encoding="utf-8") as out:
+        for workload in family_workloads(family):
+            if words and not any(word in workload.label for word in words):
+                continue
+            if time.perf_counter() - started + longest > budget_s:
+                row = {"family": family, "label": workload.label, "skipped": f"budget of {budget_s:.0f} s"}
+            else:
+                began = time.perf_counter()
+                try:
+                    row = measure(workload, modes, rounds, artifact_dir)
+                except Exception as exc:  # noqa: BLE001 - one workload's failure is a result, not the end
+                    row = {"family": family, "label": workload.label, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                row["seconds"] = round(time.perf_counter() - began, 1)
+                longest = max(longest, row["seconds"])
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(progress_line(row), flush=True)
+    return 0
+
+
+def progress_line(row: dict) -> str:
+    head = f"{row['family']:24s} {row['label'][:45]:45s}"
+    if "modes" not in row:
+        return f"{head} {row.get('skipped') or row.get('error')}"
+    parts = [f"{mode} {m['x_off']:.3f}x ({m['compile_s']:.1f} s)" for mode, m in row["modes"].items() if mode != "off"]
+    failed = [f"{mode} failed" for mode in row.get("failures", {})]
+    return f"{head} off {row['modes']['off']['compile_s']:.1f} s; " + ", ".join(parts + failed)
+
+
+def run_families(families: list[str], out_dir: str, modes: tuple, budget_s: float, rounds: int, only: str,
+                 artifact_dir: str | None) -> list[str]:
+    """Each family in a fresh process (its own Inductor and Triton caches); the JSON-lines files written."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for family in families:
+        path = os.path.join(out_dir, f"modes_{family}.jsonl")
+        cache = tempfile.mkdtemp(prefix=f"ah_modes_{family}_")
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(cache, "triton"), PYTHONUNBUFFERED="1")
+        command = [sys.executable, "-m", "torchgen_ah.evaluation.studies.family_modes", "--worker", family,
+                   "--out", path, "--modes", ",".join(modes), "--budget-s", str(budget_s),
+                   "--rounds", str(rounds), "--only", only]
+        if artifact_dir:
+            command += ["--artifact-dir", artifact_dir]
+        try:
+            subprocess.run(command, env=env, timeout=budget_s + 120, check=False)
+        except subprocess.TimeoutExpired:
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(json.dumps({"family": family, "label": "(the rest)",
+                                      "error": f"worker killed after {budget_s + 120:.0f} s"}) + "\n")
+        paths.append(path)
+    return paths
+
+
+# ---- the report ----------------------------------------------------------------------------------------
+
+def gain_kept(quality_x_off: float | None, default_x_off: float | None) -> float | None:
+    """The share of default's gain over off that quality keeps: (1 - quality) / (1 - default); None where
+    default gains nothing (a share of no gain means nothing)."""
+    if quality_x_off is None or default_x_off is None or default_x_off >= 1.0:
+        return None
+    return (1.0 - quality_x_off) / (1.0 - default_x_off)
+
+
+def family_figures(rows: list[dict]) -> dict:
+    """Per mode: geomean step and compile over off's, the worst shape's step; quality's share of default's
+    gain; and the bars' verdicts."""
+    measured = [r for r in rows if "modes" in r]
+    modes = list(dict.fromkeys(mode for r in measured for mode in r["modes"] if mode != "off"))
+    out: dict = {"shapes": len(measured), "not_measured": len(rows) - len(measured), "modes": {}}
+    for mode in modes:
+        have = [r["modes"][mode] for r in measured if mode in r["modes"]]
+        out["modes"][mode] = {"shapes": len(have), "x_off": geomean(m["x_off"] for m in have),
+                              "worst_x_off": max((m["x_off"] for m in have), default=None),
+                              "compile_x_off": geomean(m["compile_x_off"] for m in have),
+                              "failed": sum(mode in r.get("failures", {}) for r in measured)}
+    default = out["modes"].get("default", {}).get("x_off")
+    fast, quality = out["modes"].get("fast"), out["modes"].get("quality")
+    if fast and fast["shapes"]:
+        fast["meets_bar"] = fast["worst_x_off"] <= FAST_BAR and not fast["failed"]
+    if quality and quality["shapes"]:
+        quality["gain_kept"] = gain_kept(quality["x_off"], default)
+        quality["meets_bar"] = (quality["gain_kept"] is not None and quality["gain_kept"] >= QUALITY_GAIN_BAR
+                                and (quality["compile_x_off"] or 0) <= QUALITY_COMPILE_BAR and not quality["failed"])
+    return out
+
+
+def _fmt(value, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def summary(rows: list[dict], command: str) -> str:
+    """The RESULTS.md section: a line per (family, mode), the bars beside."""
+    families: dict[str, list[dict]] = {}
+    for row in rows:
+        families.setdefault(row["family"], []).append(row)
+    lines = [
+        "## The plugin's modes where autotuning pays",
+        "",
+        f"Command: `{command}`",
+        "",
+        "Per op family, on the map's shapes, in one process per family: max-autotune off, default max-autotune and "
+        "the plugin's modes compiled one after another and timed by CUDA-graph replay in interleaved rounds. *step*: "
+        "the geomean over the shapes of each mode's step over off's (worst shape in brackets); *compile*: first-call "
+        f"wall time over off's. Bars: fast <= {FAST_BAR}x off on every shape; quality keeps >= "
+        f"{QUALITY_GAIN_BAR:.0%} of default's gain over off at <= {QUALITY_COMPILE_BAR}x off's compile.",
+        "",
+        "| family | mode | shapes | step x off (worst) | compile x off | quality keeps of default's gain | bar |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for family, family_rows in families.items():
+        figures = family_figures(family_rows)
+        for mode, m in figures["modes"].items():
+            kept = f"{m['gain_kept']:.0%}" if m.get("gain_kept") is not None else "-"
+            bar = {True: "met", False: "**missed**"}.get(m.get("meets_bar"), "-")
+            failed = f" ({m['failed']} failed)" if m["failed"] else ""
+            lines.append(f"| {family} | {mode} | {m['shapes']}{failed} | {_fmt(m['x_off'])} ({_fmt(m['worst_x_off'])}) | "
+                         f"{_fmt(m['compile_x_off'], 2)} | {kept} | {bar} |")
+        if figures["not_measured"]:
+            lines.append(f"| {family} | - | {figures['not_measured']} not measured | - | - | - | - |")
+    return "\n".join(lines)
+
+
+def read_rows(paths: list[str]) -> list[dict]:
+    from torchgen_ah.evaluation.json_lines import read_json_lines
+
+    rows = []
+    for path in paths:
+        rows.extend(read_json_lines(path, ("family", "label"), "a modes row"))
+    return rows
+
+
+def main(argv=None) -> int:
+    from ah_plugin.report.command_line import parser as make_parser
+
+    from .autotune_families import FAMILY_NAMES
+
+    parser = make_parser("torchgen_ah.evaluation.studies.family_modes", __doc__.splitlines()[0])
+    parser.add_argument("--out", help="folder for the JSON-lines files (one per family)")
+    parser.add_argument("--families", default="", help="comma-separated families of the map, in the order they run")
+    parser.add_argument("--modes", default=",".join(PLUGIN_MODES),
+                        help="the plugin's modes besides off and default (fast, quality)")
+    parser.add_argument("--artifact-dir", default=None,
+                        help="a folder of artifacts used beside the package's (a family's new ranking)")
+    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                        help="seconds per family; workloads that would not fit are listed as not measured")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per workload")
+    parser.add_argument("--only", default="", help="comma-separated words: only the workloads whose label holds one")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--report", nargs="+", help="JSON-lines files to report on (no GPU needed)")
+    parser.add_argument("--results", help="write the summary as a section of this markdown file")
+    parser.add_argument("--command", default="", help="the command line quoted in the report")
+    args = parser.parse_args(argv)
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    unknown = [m for m in modes if m not in PLUGIN_MODES]
+    if unknown:
+        parser.error(f"unknown modes {', '.join(unknown)}; known: {', '.join(PLUGIN_MODES)}")
+    if args.artifact_dir and not os.path.isdir(args.artifact_dir):
+        parser.error(f"--artifact-dir {args.artifact_dir}: no such folder")
+    artifact_dir = os.path.abspath(args.artifact_dir) if args.artifact_dir else None
+    if args.worker:
+        return run_worker(args.worker, args.out, modes, args.budget_s, args.rounds, args.only, artifact_dir)
+    if args.report:
+        paths = args.report
+    else:
+        families = [f.strip() for f in args.families.split(",") if f.strip()]
+        if not args.out or not families:
+            parser.error("--out and --families are needed to run (or --report FILES to report on a run)")
+        unknown = [f for f in families if f not in FAMILY_NAMES]
+        if unknown:
+            parser.error(f"unknown families {', '.join(unknown)}; known: {', '.join(FAMILY_NAMES)}")
+        paths = run_families(families, args.out, modes, args.budget_s, args.rounds, args.only, artifact_dir)
+    from torchgen_ah.evaluation.results_section import publish_report
+
+    command = args.command or "python -m torchgen_ah.evaluation.studies.family_modes " + " ".join(
+        argv if argv is not None else sys.argv[1:])
+    rows = read_rows(paths)
+    figures = {family: family_figures([r for r in rows if r["family"] == family])
+               for family in dict.fromkeys(r["family"] for r in rows)}
+    return publish_report(summary(rows, command), figures, SECTION, None, args.results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
