@@ -1,6 +1,6 @@
 """The study of the plugin's modes on the map's workloads: its report against the bars, read from a real
 JSON-lines file through its command line, and what it says where it cannot run (no GPU here: the
-measurement itself runs on the device machine, gpu_jobs/int_mm_loop.sh)."""
+measurement itself runs on the device machine, gpu_jobs/family_loop.sh)."""
 
 from __future__ import annotations
 

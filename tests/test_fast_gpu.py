@@ -125,6 +125,25 @@ def test_int8_gemms_are_collected_as_int_mm_with_the_mm_columns(tmp_path):
     assert any(r["choice"].startswith("extern_") for r in rows) and len({r["choice"] for r in rows}) > 2
 
 
+def test_grouped_gemms_are_collected_as_grouped_mm_with_their_inputs_columns(tmp_path):
+    """gen_data_grouped_mm on one real model's call (OLMoE's down projection at 64 tokens: 512 rows over 64
+    experts): its autotuning logged under op grouped_mm, the expert count a column, aten's choice timed."""
+    from torchgen_ah.moe import gen_data_grouped_mm as grouped
+
+    index = grouped.MODEL_CALLS.index(("olmoe-1b-7b", "down", 64))
+    log = tmp_path / "grouped_mm.txt"
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.moe.gen_data_grouped_mm", "-o", str(log),
+                           "--first-sample", str(index), "--num-samples", "1", "--num-reps", "1", "--no-progress"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = log.read_text().splitlines()
+    meta, header = json.loads(lines[0]), lines[1].split(",")
+    assert meta["name"] == "grouped_mm" and meta["timing"] == "cudagraph_replay"
+    rows = [dict(zip(header, line.split(","))) for line in lines[2:]]
+    assert {(r["in0_size_0"], r["in2_size_0"]) for r in rows} == {("512", "64")}
+    assert any(r["choice"].startswith("extern_") for r in rows) and len({r["choice"] for r in rows}) > 2
+
+
 def test_a_template_must_beat_aten_by_the_margin(tmp_path):
     """Aten and one template are benchmarked (replay); with a margin of 100% the template would have to
     run in half aten's time, which it does not on these shapes: aten is compiled."""

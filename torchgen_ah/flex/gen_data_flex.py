@@ -14,23 +14,17 @@ index):
 
 Masks: forward calls are causal (a block mask), decoding calls attend to the whole cache. Inductor times the
 configs on made-up dense block masks whatever the real mask is, so the mask changes the kernel's code only
-through whether a block mask is present. Built on ``BenchmarkRunner`` (warm workers, journal, resumption,
-fault isolation, time budget).
+through whether a block mask is present. Built on ``WorkloadRunner`` (a ``BenchmarkRunner``: warm workers,
+journal, resumption, fault isolation, time budget).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import sys
-import time
 
-from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
-from torchgen_ah.datagen.fresh_caches import fresh_compile_caches
+from torchgen_ah.datagen.workload_runner import WorkloadRunner
 
-ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
-ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"
-ENV_TIMING = "AH_PLUGIN_TIMING"
 COLLECTED = "flex_attention,flex_decoding,flex_attention_backward"
 
 # (name, query heads, key/value heads, head dim)
@@ -89,17 +83,18 @@ def workload(spec: dict, device: str):
                  spec["head_dim"], mask=mask, kv_seq=spec["kv_seq"], device=device)
 
 
-class BenchmarkRunnerFlex(BenchmarkRunner):
+class BenchmarkRunnerFlex(WorkloadRunner):
     name = "gen_data_flex"
     command = "python -m torchgen_ah.flex.gen_data_flex"
     description = "Generate FlexAttention AutoHeuristic data with the plugin's collector."
+    collected = COLLECTED
+    what = "FlexAttention's configs"
 
     def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
         parser.add_argument("--backward", action="store_true", help="sample training steps (forward and backward) too")
         parser.add_argument("--max-elements", type=int, default=DEFAULT_MAX_ELEMENTS,
                             help="query-key pairs (batch x heads x lengths) a sampled call may have at most")
-        parser.add_argument("--timing", choices=("replay", "per_call"), default="replay",
-                            help="how the configs are timed (the plugin's AH_PLUGIN_TIMING)")
 
     def total_inputs(self, args) -> int:
         return len(MODEL_CALLS) + 48 if args.num_samples is None else args.num_samples
@@ -111,51 +106,8 @@ class BenchmarkRunnerFlex(BenchmarkRunner):
         return (f"{spec['kernel']} {spec['model']} b{spec['batch']} q{spec['q_seq']} kv{spec['kv_seq']} "
                 f"h{spec['q_heads']}/{spec['kv_heads']} d{spec['head_dim']}")
 
-    def worker_env(self, args, device: str) -> dict:
-        return {ENV_COLLECT: COLLECTED, ENV_LOG_PATH: os.path.abspath(args.output), ENV_TIMING: args.timing}
-
-    def setup_worker(self, args, device: str) -> None:
-        import torch
-
-        from ah_plugin.inductor import collection
-
-        if device == "cpu" or not torch.cuda.is_available():
-            raise RuntimeError("gen_data_flex needs a CUDA GPU: FlexAttention's configs are autotuned on GPUs only")
-        collection.configure_for_collection()
-        torch.cuda.set_device(0)
-        import ah_plugin
-
-        status = ah_plugin.require_active_from_environment()
-        print(f"worker ready: torch {torch.__version__} on {torch.cuda.get_device_name()}; plugin {status}",
-              flush=True)
-
-    def run_sample(self, spec: dict, reps: int, args, device: str) -> dict:
-        import torch
-
-        from torchgen_ah.evaluation.studies.autotune_map import _call
-
-        work = workload(spec, "cuda")
-        fn, inputs = work.build()
-        seconds = []
-        try:
-            with fresh_compile_caches("ah_gen_flex_"):
-                for _ in range(reps):
-                    torch.compiler.reset()
-                    start = time.perf_counter()
-                    compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs", dynamic=False)
-                    _call(compiled, inputs, work.training)
-                    torch.cuda.synchronize()
-                    seconds.append(round(time.perf_counter() - start, 3))
-        finally:
-            torch.compiler.reset()
-            torch.cuda.empty_cache()
-        return {"compile_seconds": seconds}
-
-    def after_failure(self, exc, args, device: str) -> None:
-        import torch
-
-        torch.compiler.reset()
-        torch.cuda.empty_cache()
+    def workload(self, spec: dict, device: str):
+        return workload(spec, device)
 
 
 def main(argv=None) -> int:

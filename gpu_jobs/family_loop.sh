@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One GEMM family's loop on one GPU, in one device call (run from the repository root on the device machine):
+#   FAMILY=int_mm bash gpu_jobs/family_loop.sh       int8 GEMMs (torch._int_mm)
+#   FAMILY=grouped_mm bash gpu_jobs/family_loop.sh   a mixture of experts' grouped GEMMs (torch._grouped_mm)
+#   1. collect, GEN_S seconds: int_mm: the projections of quantized decoders (torchgen_ah/data/int8_model_shapes.csv)
+#      then sampled int8 inputs (gen_data_mm --dtypes int8); grouped_mm: real MoE models' expert projections then
+#      sampled ones (torchgen_ah.moe.gen_data_grouped_mm). Logs $OUT/<family>_*.txt, for datasets/h200_<family>/;
+#   2. train: an H200 ranking from the logs (train_generic), $OUT/artifacts/_<Name>H200.py;
+#   3. judge, MODES_S seconds: off, default, fast and quality on the map's shapes of the family (none collected
+#      above), in one process, with the new artifact (torchgen_ah.evaluation.studies.family_modes):
+#      $OUT/modes_<family>.jsonl and $OUT/family_modes.md.
+# GEN_S (330) and MODES_S (180) bound the steps; the whole call stays under 10 minutes.
+set -u
+: "${OUT:?set OUT to the output folder}"
+: "${FAMILY:?set FAMILY to int_mm or grouped_mm}"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.txt" 2>&1 || export PYTHONPATH=$PWD
+GEN_S=${GEN_S:-330}
+half=$(python3 -c "print(max(0.5, (${GEN_S} / 2 - 30) / 60))")
+case "$FAMILY" in
+  int_mm)
+    NAME=IntMMRankingH200
+    timeout -k 5 $(( GEN_S / 2 )) python3 -m torchgen_ah.mm.gen_data_mm --dtypes int8 -o "$OUT/int_mm_models.txt" \
+      --num-reps 1 --shapes torchgen_ah/data/int8_model_shapes.csv --max-minutes "$half" --no-progress \
+      > "$OUT/collect_models.log" 2>&1
+    timeout -k 5 $(( GEN_S / 2 )) python3 -m torchgen_ah.mm.gen_data_mm --dtypes int8 -o "$OUT/int_mm_sampled.txt" \
+      --num-reps 1 --num-samples 400 --max-minutes "$half" --no-progress > "$OUT/collect_sampled.log" 2>&1 ;;
+  grouped_mm)
+    NAME=GroupedMMRankingH200
+    timeout -k 5 "$GEN_S" python3 -m torchgen_ah.moe.gen_data_grouped_mm -o "$OUT/grouped_mm_models.txt" \
+      --num-reps 1 --num-samples 300 --max-minutes "$(python3 -c "print(max(0.5, (${GEN_S} - 40) / 60))")" \
+      --no-progress > "$OUT/collect_models.log" 2>&1 ;;
+  *) echo "FAMILY: int_mm or grouped_mm, not $FAMILY" >&2; exit 2 ;;
+esac
+tail -3 "$OUT"/collect_*.log
+mkdir -p "$OUT/artifacts"
+logs=$(ls "$OUT/$FAMILY"_*.txt 2>/dev/null)
+timeout -k 5 120 python3 -m torchgen_ah.train_generic $logs --heuristic-name "$NAME" \
+  --device-name "NVIDIA H200" --out "$OUT/artifacts" 2>&1 | tee "$OUT/train.log"
+timeout -k 5 "${MODES_S:-180}" python3 -m torchgen_ah.evaluation.studies.family_modes --out "$OUT" \
+  --families "$FAMILY" --artifact-dir "$OUT/artifacts" --budget-s "$(( ${MODES_S:-180} - 40 ))" 2>&1 \
+  | tee "$OUT/family_modes.md"

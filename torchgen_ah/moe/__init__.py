@@ -1,0 +1,1 @@
+"""The mixture-of-experts specialisation of the offline tools: its grouped-GEMM data generator."""
