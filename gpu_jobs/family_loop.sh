@@ -9,13 +9,13 @@
 #   3. judge, MODES_S seconds: off, default, fast and quality on the map's shapes of the family (none collected
 #      above), in one process, with the new artifact (torchgen_ah.evaluation.studies.family_modes):
 #      $OUT/modes_<family>.jsonl and $OUT/family_modes.md.
-# GEN_S (330) and MODES_S (180) bound the steps; the whole call stays under 10 minutes.
+# GEN_S (280) and MODES_S (220) bound the steps; the whole call stays under 10 minutes.
 set -u
 : "${OUT:?set OUT to the output folder}"
 : "${FAMILY:?set FAMILY to int_mm or grouped_mm}"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.txt" 2>&1 || export PYTHONPATH=$PWD
-GEN_S=${GEN_S:-330}
+GEN_S=${GEN_S:-280}
 half=$(python3 -c "print(max(0.5, (${GEN_S} / 2 - 30) / 60))")
 case "$FAMILY" in
   int_mm)
@@ -37,6 +37,6 @@ mkdir -p "$OUT/artifacts"
 logs=$(ls "$OUT/$FAMILY"_*.txt 2>/dev/null)
 timeout -k 5 120 python3 -m torchgen_ah.train_generic $logs --heuristic-name "$NAME" \
   --device-name "NVIDIA H200" --out "$OUT/artifacts" 2>&1 | tee "$OUT/train.log"
-timeout -k 5 "${MODES_S:-180}" python3 -m torchgen_ah.evaluation.studies.family_modes --out "$OUT" \
-  --families "$FAMILY" --artifact-dir "$OUT/artifacts" --budget-s "$(( ${MODES_S:-180} - 40 ))" 2>&1 \
+timeout -k 5 "${MODES_S:-220}" python3 -m torchgen_ah.evaluation.studies.family_modes --out "$OUT" \
+  --families "$FAMILY" --artifact-dir "$OUT/artifacts" --budget-s "$(( ${MODES_S:-220} - 30 ))" 2>&1 \
   | tee "$OUT/family_modes.md"

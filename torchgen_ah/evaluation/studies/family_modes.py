@@ -8,9 +8,13 @@ The map (``autotune_map``) says which op families default max-autotune beats max
 the check that closes a family's loop once an artifact ranks it. Per workload of a family
 (``autotune_families``), in one fresh process per family: off, default max-autotune and each plugin mode
 (fast, quality: ``ah_plugin.enabled(use=<the family's op>, top_k=mode)``, with the artifacts of
-``--artifact-dir`` beside the package's) are compiled one after another (each compile's first-call wall
-time, Inductor's caches off so every mode autotunes afresh), then timed by CUDA-graph replay in
-interleaved rounds, the order rotating each round; every mode's output is compared with off's.
+``--artifact-dir`` beside the package's) are compiled one after another (Inductor's caches off, so every
+mode autotunes afresh), then timed by CUDA-graph replay in interleaved rounds, the order rotating each
+round; every mode's output is compared with off's. Compiles in one process share the kernels an earlier
+mode built, so the compile times the bars use come from a fresh process for off and for each plugin mode
+(``--compile-worker``: after a warm-up, the family's shapes one after another, fresh Inductor and Triton
+caches; each shape's first-call wall time; default's own is the map's); ``--no-fresh-compile`` reports the
+one process's instead, and the report marks those.
 
 The report gives per family and mode the geomean of the step over off's and the worst shape, the compile
 over off's, and for quality the share of default's gain over off it keeps, against the bars a learned
@@ -31,11 +35,14 @@ import time
 from .autotune_map import _call, _difference, _median_spread, _step_time, geomean
 
 SECTION = "family_modes"
+FRESH_COMPILE = "compile_worker"  # the kind of a row written by a fresh process compiling one mode
 PLUGIN_MODES = ("fast", "quality")
 FAST_BAR = 1.005  # fast mode's step over off's, on every shape
 QUALITY_GAIN_BAR = 0.90  # the share of default's gain over off quality mode keeps
 QUALITY_COMPILE_BAR = 1.3  # quality mode's compile over off's
-DEFAULT_BUDGET_S = 150.0
+DEFAULT_BUDGET_S = 200.0  # per family: the steps' process and the fresh compiles
+STEPS_SHARE = 0.6  # of a family's budget, for the process that times the steps (the rest: fresh compiles)
+MIN_COMPILE_WORKER_S = 30.0
 # the ops a family's workloads autotune, where more than the one the map names (a training step's forward)
 USE_OPS = {"flex_attention_backward": ("flex_attention", "flex_attention_backward")}
 
@@ -114,9 +121,24 @@ def measure(workload, modes: tuple, rounds: int, artifact_dir: str | None) -> di
     return row
 
 
-def run_worker(family: str, out_path: str, modes: tuple, budget_s: float, rounds: int, only: str,
-               artifact_dir: str | None) -> int:
-    """One family's workloads in this process, a JSON line each, within ``budget_s``."""
+def compile_once(workload, mode: str, artifact_dir: str | None) -> dict:
+    """One mode's compile of one workload, in a process that compiles this mode only: its first-call seconds."""
+    import torch
+
+    fn, inputs = workload.build()
+    torch.compiler.reset()
+    ops = use_ops(workload.family, workload.autotuned_as)
+    _, _, seconds = _compile(fn, inputs, workload.training, mode, ops, artifact_dir, 0)
+    torch.compiler.reset()
+    torch.cuda.empty_cache()
+    return {"family": workload.family, "label": workload.label, "kind": FRESH_COMPILE, "mode": mode,
+            "compile_s": round(seconds, 2)}
+
+
+def run_worker(family: str, out_path: str, budget_s: float, only: str, one_workload, failed_row) -> int:
+    """``one_workload(workload) -> row`` for each of the family's workloads in this process, a JSON line each,
+    within ``budget_s`` (a workload that would not fit is written as skipped; ``failed_row`` turns an error into
+    the row written)."""
     import torch
 
     from ah_plugin.inductor.compile_tools import without_compile_caches
@@ -137,13 +159,13 @@ def run_worker(family: str, out_path: str, modes: tuple, budget_s: float, rounds
             if words and not any(word in workload.label for word in words):
                 continue
             if time.perf_counter() - started + longest > budget_s:
-                row = {"family": family, "label": workload.label, "skipped": f"budget of {budget_s:.0f} s"}
+                row = failed_row(workload, {"skipped": f"budget of {budget_s:.0f} s"})
             else:
                 began = time.perf_counter()
                 try:
-                    row = measure(workload, modes, rounds, artifact_dir)
+                    row = one_workload(workload)
                 except Exception as exc:  # noqa: BLE001 - one workload's failure is a result, not the end
-                    row = {"family": family, "label": workload.label, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                    row = failed_row(workload, {"error": f"{type(exc).__name__}: {exc}"[:500]})
                 row["seconds"] = round(time.perf_counter() - began, 1)
                 longest = max(longest, row["seconds"])
             out.write(json.dumps(row) + "\n")
@@ -154,6 +176,9 @@ def run_worker(family: str, out_path: str, modes: tuple, budget_s: float, rounds
 
 def progress_line(row: dict) -> str:
     head = f"{row['family']:24s} {row['label'][:45]:45s}"
+    if row.get("kind") == FRESH_COMPILE:
+        return f"{head} {row['mode']} " + (f"compiled in {row['compile_s']:.1f} s (fresh process)" if "compile_s" in row
+                                          else str(row.get("skipped") or row.get("error")))
     if "modes" not in row:
         return f"{head} {row.get('skipped') or row.get('error')}"
     parts = [f"{mode} {m['x_off']:.3f}x ({m['compile_s']:.1f} s)" for mode, m in row["modes"].items() if mode != "off"]
@@ -161,27 +186,40 @@ def progress_line(row: dict) -> str:
     return f"{head} off {row['modes']['off']['compile_s']:.1f} s; " + ", ".join(parts + failed)
 
 
+def _fresh_process(path: str, family: str, arguments: list[str], budget_s: float, artifact_dir: str | None) -> None:
+    """One worker of this module in a fresh process with its own Inductor and Triton caches."""
+    cache = tempfile.mkdtemp(prefix=f"ah_modes_{family}_")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
+               TRITON_CACHE_DIR=os.path.join(cache, "triton"), PYTHONUNBUFFERED="1")
+    command = [sys.executable, "-m", "torchgen_ah.evaluation.studies.family_modes", *arguments, "--out", path,
+               "--budget-s", str(budget_s)]
+    if artifact_dir:
+        command += ["--artifact-dir", artifact_dir]
+    try:
+        subprocess.run(command, env=env, timeout=budget_s + 120, check=False)
+    except subprocess.TimeoutExpired:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"family": family, "label": "(the rest)", "kind": arguments[0].lstrip("-"),
+                                  "error": f"worker killed after {budget_s + 120:.0f} s"}) + "\n")
+
+
 def run_families(families: list[str], out_dir: str, modes: tuple, budget_s: float, rounds: int, only: str,
-                 artifact_dir: str | None) -> list[str]:
-    """Each family in a fresh process (its own Inductor and Triton caches); the JSON-lines files written."""
+                 artifact_dir: str | None, fresh_compile: bool = True) -> list[str]:
+    """Per family, within about ``budget_s``: the steps in one fresh process (``STEPS_SHARE`` of it), then
+    (``fresh_compile``) off's and each plugin mode's compiles in a fresh process of their own, sharing the
+    rest (default's compile in a fresh process is the map's); the JSON-lines files written."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
+    compiled_fresh = ("off", *modes) if fresh_compile else ()
+    steps_s = budget_s * (STEPS_SHARE if compiled_fresh else 1.0)
     for family in families:
         path = os.path.join(out_dir, f"modes_{family}.jsonl")
-        cache = tempfile.mkdtemp(prefix=f"ah_modes_{family}_")
-        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(cache, "inductor"),
-                   TRITON_CACHE_DIR=os.path.join(cache, "triton"), PYTHONUNBUFFERED="1")
-        command = [sys.executable, "-m", "torchgen_ah.evaluation.studies.family_modes", "--worker", family,
-                   "--out", path, "--modes", ",".join(modes), "--budget-s", str(budget_s),
-                   "--rounds", str(rounds), "--only", only]
-        if artifact_dir:
-            command += ["--artifact-dir", artifact_dir]
-        try:
-            subprocess.run(command, env=env, timeout=budget_s + 120, check=False)
-        except subprocess.TimeoutExpired:
-            with open(path, "a", encoding="utf-8") as out:
-                out.write(json.dumps({"family": family, "label": "(the rest)",
-                                      "error": f"worker killed after {budget_s + 120:.0f} s"}) + "\n")
+        _fresh_process(path, family, ["--worker", family, "--modes", ",".join(modes), "--rounds", str(rounds),
+                                      "--only", only], steps_s, artifact_dir)
+        for mode in compiled_fresh:
+            each = max(MIN_COMPILE_WORKER_S, (budget_s - steps_s) / len(compiled_fresh))
+            _fresh_process(path, family, ["--compile-worker", family, "--compile-mode", mode, "--only", only],
+                           each, artifact_dir)
         paths.append(path)
     return paths
 
@@ -196,17 +234,37 @@ def gain_kept(quality_x_off: float | None, default_x_off: float | None) -> float
     return (1.0 - quality_x_off) / (1.0 - default_x_off)
 
 
+def fresh_compiles(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
+    """{(family, label): {mode: seconds}} of the fresh-process compiles (the first measurement of each)."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for row in rows:
+        if row.get("kind") == FRESH_COMPILE and "compile_s" in row:
+            out.setdefault((row["family"], row["label"]), {}).setdefault(row["mode"], row["compile_s"])
+    return out
+
+
 def family_figures(rows: list[dict]) -> dict:
     """Per mode: geomean step and compile over off's, the worst shape's step; quality's share of default's
-    gain; and the bars' verdicts."""
-    measured = [r for r in rows if "modes" in r]
+    gain; and the bars' verdicts. A shape's compile ratio is its fresh processes' where both the mode's and
+    off's were measured, else its one process's (``compile_in_one_process`` counts those)."""
+    fresh = fresh_compiles(rows)
+    timed = [r for r in rows if r.get("kind") != FRESH_COMPILE]
+    measured = [r for r in timed if "modes" in r]
     modes = list(dict.fromkeys(mode for r in measured for mode in r["modes"] if mode != "off"))
-    out: dict = {"shapes": len(measured), "not_measured": len(rows) - len(measured), "modes": {}}
+    out: dict = {"shapes": len(measured), "not_measured": len(timed) - len(measured), "modes": {}}
     for mode in modes:
-        have = [r["modes"][mode] for r in measured if mode in r["modes"]]
-        out["modes"][mode] = {"shapes": len(have), "x_off": geomean(m["x_off"] for m in have),
-                              "worst_x_off": max((m["x_off"] for m in have), default=None),
-                              "compile_x_off": geomean(m["compile_x_off"] for m in have),
+        have = [r for r in measured if mode in r["modes"]]
+        ratios, in_process = [], 0
+        for r in have:
+            seconds = fresh.get((r["family"], r["label"]), {})
+            if mode in seconds and seconds.get("off"):
+                ratios.append(seconds[mode] / seconds["off"])
+            else:
+                ratios.append(r["modes"][mode]["compile_x_off"])
+                in_process += 1
+        out["modes"][mode] = {"shapes": len(have), "x_off": geomean(r["modes"][mode]["x_off"] for r in have),
+                              "worst_x_off": max((r["modes"][mode]["x_off"] for r in have), default=None),
+                              "compile_x_off": geomean(ratios), "compile_in_one_process": in_process,
                               "failed": sum(mode in r.get("failures", {}) for r in measured)}
     default = out["modes"].get("default", {}).get("x_off")
     fast, quality = out["modes"].get("fast"), out["modes"].get("quality")
@@ -236,7 +294,8 @@ def summary(rows: list[dict], command: str) -> str:
         "Per op family, on the map's shapes, in one process per family: max-autotune off, default max-autotune and "
         "the plugin's modes compiled one after another and timed by CUDA-graph replay in interleaved rounds. *step*: "
         "the geomean over the shapes of each mode's step over off's (worst shape in brackets); *compile*: first-call "
-        f"wall time over off's. Bars: fast <= {FAST_BAR}x off on every shape; quality keeps >= "
+        f"wall time over off's, each mode in a fresh process (marked * where only the one process's was measured: "
+        f"it reuses kernels an earlier mode compiled). Bars: fast <= {FAST_BAR}x off on every shape; quality keeps >= "
         f"{QUALITY_GAIN_BAR:.0%} of default's gain over off at <= {QUALITY_COMPILE_BAR}x off's compile.",
         "",
         "| family | mode | shapes | step x off (worst) | compile x off | quality keeps of default's gain | bar |",
@@ -248,8 +307,9 @@ def summary(rows: list[dict], command: str) -> str:
             kept = f"{m['gain_kept']:.0%}" if m.get("gain_kept") is not None else "-"
             bar = {True: "met", False: "**missed**"}.get(m.get("meets_bar"), "-")
             failed = f" ({m['failed']} failed)" if m["failed"] else ""
+            star = "*" if m["compile_in_one_process"] else ""
             lines.append(f"| {family} | {mode} | {m['shapes']}{failed} | {_fmt(m['x_off'])} ({_fmt(m['worst_x_off'])}) | "
-                         f"{_fmt(m['compile_x_off'], 2)} | {kept} | {bar} |")
+                         f"{_fmt(m['compile_x_off'], 2)}{star} | {kept} | {bar} |")
         if figures["not_measured"]:
             lines.append(f"| {family} | - | {figures['not_measured']} not measured | - | - | - | - |")
     return "\n".join(lines)
@@ -280,7 +340,12 @@ def main(argv=None) -> int:
                         help="seconds per family; workloads that would not fit are listed as not measured")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per workload")
     parser.add_argument("--only", default="", help="comma-separated words: only the workloads whose label holds one")
+    parser.add_argument("--no-fresh-compile", action="store_true",
+                        help="report the compile times of the one process that times the steps (no fresh process "
+                             "per mode: quicker, but a mode reuses kernels an earlier one compiled)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--compile-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--compile-mode", help=argparse.SUPPRESS)
     parser.add_argument("--report", nargs="+", help="JSON-lines files to report on (no GPU needed)")
     parser.add_argument("--results", help="write the summary as a section of this markdown file")
     parser.add_argument("--command", default="", help="the command line quoted in the report")
@@ -293,7 +358,14 @@ def main(argv=None) -> int:
         parser.error(f"--artifact-dir {args.artifact_dir}: no such folder")
     artifact_dir = os.path.abspath(args.artifact_dir) if args.artifact_dir else None
     if args.worker:
-        return run_worker(args.worker, args.out, modes, args.budget_s, args.rounds, args.only, artifact_dir)
+        return run_worker(args.worker, args.out, args.budget_s, args.only,
+                          lambda w: measure(w, modes, args.rounds, artifact_dir),
+                          lambda w, why: {"family": w.family, "label": w.label, **why})
+    if args.compile_worker:
+        return run_worker(args.compile_worker, args.out, args.budget_s, args.only,
+                          lambda w: compile_once(w, args.compile_mode, artifact_dir),
+                          lambda w, why: {"family": w.family, "label": w.label, "kind": FRESH_COMPILE,
+                                          "mode": args.compile_mode, **why})
     if args.report:
         paths = args.report
     else:
@@ -303,7 +375,8 @@ def main(argv=None) -> int:
         unknown = [f for f in families if f not in FAMILY_NAMES]
         if unknown:
             parser.error(f"unknown families {', '.join(unknown)}; known: {', '.join(FAMILY_NAMES)}")
-        paths = run_families(families, args.out, modes, args.budget_s, args.rounds, args.only, artifact_dir)
+        paths = run_families(families, args.out, modes, args.budget_s, args.rounds, args.only, artifact_dir,
+                             fresh_compile=not args.no_fresh_compile)
     from torchgen_ah.evaluation.results_section import publish_report
 
     command = args.command or "python -m torchgen_ah.evaluation.studies.family_modes " + " ".join(
