@@ -66,3 +66,25 @@ def test_a_verbose_run_that_never_compiles_says_so():
     done = fresh("import torch", TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_VERBOSE="1")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "at exit: nothing compiled (torch never imported Inductor)" in done.stderr
+
+
+# The plugin's own API used before `import torch`, with a plugin variable set: the adapter's import brings in
+# torch, whose entry point starts waiting for Inductor while the adapter is still half imported.
+BEFORE_TORCH = {
+    "the results cache's switch": ("import ah_plugin.tunable as tunable; tunable.enable(True)",
+                                   {"AH_TUNABLE_ENABLED": "1"}, "TunableCachePolicy"),
+    "install": ("import ah_plugin; ah_plugin.install(use='mm')", {"TORCHINDUCTOR_AUTOHEURISTIC_USE": "mm"},
+                "RankingPolicy"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BEFORE_TORCH))
+def test_the_plugins_api_before_import_torch_switches_it_on(case):
+    first, variables, policy = BEFORE_TORCH[case]
+    code = (f"import warnings; warnings.simplefilter('always')\n{first}\n"
+            "import torch, ah_plugin\ncompiled = torch.compile(lambda x: x.relu())\n"
+            "status = ah_plugin.status()\nprint('installed', status['installed'], 'policies', status['policies'])")
+    done = fresh(code, **variables)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "not activated" not in done.stderr and "unavailable" not in done.stderr, done.stderr[-3000:]
+    assert "installed True" in done.stdout and policy in done.stdout, done.stdout + done.stderr[-2000:]
