@@ -370,12 +370,13 @@ def detail(rows: list[dict], command: str) -> str:
     return "\n".join(lines)
 
 
-def read_rows(paths: list[str]) -> list[dict]:
+def read_rows(paths: list[str], what: str = "a map row") -> list[dict]:
+    """Every row of the JSON-lines files (each needs its family and label; ``what``: a row, in words)."""
     from torchgen_ah.evaluation.json_lines import read_json_lines
 
     rows = []
     for path in paths:
-        rows.extend(read_json_lines(path, ("family", "label"), "a map row"))
+        rows.extend(read_json_lines(path, ("family", "label"), what))
     return rows
 
 

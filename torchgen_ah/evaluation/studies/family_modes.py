@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from .autotune_map import _call, _difference, _median_spread, _step_time, geomean
+from .autotune_map import _call, _difference, _median_spread, _step_time, geomean, read_rows
 
 SECTION = "family_modes"
 FRESH_COMPILE = "compile_worker"  # the kind of a row written by a fresh process compiling one mode
@@ -315,15 +315,6 @@ def summary(rows: list[dict], command: str) -> str:
     return "\n".join(lines)
 
 
-def read_rows(paths: list[str]) -> list[dict]:
-    from torchgen_ah.evaluation.json_lines import read_json_lines
-
-    rows = []
-    for path in paths:
-        rows.extend(read_json_lines(path, ("family", "label"), "a modes row"))
-    return rows
-
-
 def main(argv=None) -> int:
     from ah_plugin.report.command_line import parser as make_parser
 
@@ -381,7 +372,7 @@ def main(argv=None) -> int:
 
     command = args.command or "python -m torchgen_ah.evaluation.studies.family_modes " + " ".join(
         argv if argv is not None else sys.argv[1:])
-    rows = read_rows(paths)
+    rows = read_rows(paths, "a modes row")
     figures = {family: family_figures([r for r in rows if r["family"] == family])
                for family in dict.fromkeys(r["family"] for r in rows)}
     return publish_report(summary(rows, command), figures, SECTION, None, args.results)
