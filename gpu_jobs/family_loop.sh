@@ -9,13 +9,13 @@
 #   3. judge, MODES_S seconds: off, default, fast and quality on the map's shapes of the family (none collected
 #      above), in one process, with the new artifact (torchgen_ah.evaluation.studies.family_modes):
 #      $OUT/modes_<family>.jsonl and $OUT/family_modes.md.
-# GEN_S (280) and MODES_S (220) bound the steps; the whole call stays under 10 minutes.
+# GEN_S (270) and MODES_S (220) bound the steps; the whole call stays under 10 minutes.
 set -u
 : "${OUT:?set OUT to the output folder}"
 : "${FAMILY:?set FAMILY to int_mm or grouped_mm}"
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.txt" 2>&1 || export PYTHONPATH=$PWD
-GEN_S=${GEN_S:-280}
+GEN_S=${GEN_S:-270}
 half=$(python3 -c "print(max(0.5, (${GEN_S} / 2 - 30) / 60))")
 case "$FAMILY" in
   int_mm)
@@ -35,8 +35,11 @@ esac
 tail -3 "$OUT"/collect_*.log
 mkdir -p "$OUT/artifacts"
 logs=$(ls "$OUT/$FAMILY"_*.txt 2>/dev/null)
-timeout -k 5 120 python3 -m torchgen_ah.train_generic $logs --heuristic-name "$NAME" \
+timeout -k 5 60 python3 -m torchgen_ah.train_generic $logs --heuristic-name "$NAME" \
   --device-name "NVIDIA H200" --out "$OUT/artifacts" 2>&1 | tee "$OUT/train.log"
 timeout -k 5 "${MODES_S:-220}" python3 -m torchgen_ah.evaluation.studies.family_modes --out "$OUT" \
-  --families "$FAMILY" --artifact-dir "$OUT/artifacts" --budget-s "$(( ${MODES_S:-220} - 30 ))" 2>&1 \
-  | tee "$OUT/family_modes.md"
+  --families "$FAMILY" --artifact-dir "$OUT/artifacts" --budget-s "$(( ${MODES_S:-220} - 40 ))" \
+  > "$OUT/family_modes_run.log" 2>&1
+# the report from whatever rows were written, also where the run above was cut short
+python3 -m torchgen_ah.evaluation.studies.family_modes --report "$OUT/modes_$FAMILY.jsonl" \
+  --command "FAMILY=$FAMILY bash gpu_jobs/family_loop.sh" 2>&1 | tee "$OUT/family_modes.md"

@@ -104,6 +104,8 @@ def test_int8_runs_collect_int_mm_with_the_mm_columns_and_alone():
     (["--dtypes", "int8,bf16", "--device", "cuda"], "collect them in a run of their own"),
     (["--dtypes", "int8", "--device", "cpu"], "on CUDA only"),
     (["--dtypes", "int4", "--device", "cuda"], "unknown dtype 'int4'"),
+    (["--shapes", "torchgen_ah/data/int8_model_shapes.csv", "--device", "cuda"], "is an int_mm input"),
+    (["--shapes", "torchgen_ah/data/eval_shapes.csv", "--dtypes", "int8", "--device", "cuda"], "is an mm input"),
 ])
 def test_int8_mixed_with_floats_or_on_the_cpu_is_refused_before_any_work(tmp_path, argv, said):
     out = tmp_path / "rows.txt"

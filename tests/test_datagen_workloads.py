@@ -31,7 +31,7 @@ def test_grouped_inputs_start_with_real_models_and_are_a_pure_function_of_seed_a
     assert {s["model"] for s in first} == {name for name, *_ in grouped.MOE_LAYOUTS}
 
 
-def test_a_grouped_input_builds_the_maps_grouped_gemm_with_its_rows_split_over_every_expert():
+def test_a_grouped_input_builds_the_maps_grouped_gemm_whose_offsets_end_at_its_rows():
     torch = pytest.importorskip("torch")
     spec = grouped.sample_call(0, grouped.MODEL_CALLS.index(("olmoe-1b-7b", "down", 64)))
     work = grouped.workload(spec, "cpu")

@@ -48,7 +48,27 @@ def test_the_bars_judge_every_shape_for_fast_and_the_geomean_and_compile_for_qua
 
     failed = row("int_mm", "decode", default=(0.80, 60), fast=(1.0, 11))
     failed["failures"] = {"quality": "RuntimeError: no kernel"}
-    assert fm.family_figures([failed])["modes"]["fast"]["meets_bar"]
+    figures = fm.family_figures([failed])
+    assert figures["modes"]["fast"]["meets_bar"]
+    # quality failed on its only shape: still in the report, and its bar missed
+    assert figures["modes"]["quality"]["shapes"] == 0 and figures["modes"]["quality"]["failed"] == 1
+    assert figures["modes"]["quality"]["meets_bar"] is False
+
+    slow_compile = fm.family_figures([row("int_mm", "decode", default=(0.80, 60), fast=(1.0, 14))])
+    assert not slow_compile["modes"]["fast"]["meets_bar"]  # 1.4x off's compile
+
+
+def test_a_killed_compile_worker_is_a_compile_row_and_partial_fresh_compiles_are_not_mixed():
+    rows = [row("int_mm", "a", default=(0.8, 60), fast=(1.0, 11)), row("int_mm", "b", default=(0.8, 60), fast=(1.0, 11)),
+            {"family": "int_mm", "label": "a", "kind": fm.FRESH_COMPILE, "mode": "off", "compile_s": 5.0},
+            {"family": "int_mm", "label": "a", "kind": fm.FRESH_COMPILE, "mode": "fast", "compile_s": 5.5},
+            {"family": "int_mm", "label": "(the rest)", "kind": fm.FRESH_COMPILE, "mode": "fast",
+             "error": "worker killed after 90 s"}]
+    figures = fm.family_figures(rows)
+    assert figures["shapes"] == 2 and figures["not_measured"] == 0  # the killed worker is no missing shape
+    # shape b has no fresh compile: both shapes' one-process ratios (1.1x), marked, never 1.1 x 1.1 mixed
+    fast = figures["modes"]["fast"]
+    assert fast["compile_in_one_process"] and fast["compile_x_off"] == pytest.approx(1.1)
 
 
 def test_the_report_reads_a_run_and_writes_its_section_with_the_command(tmp_path):
@@ -79,6 +99,8 @@ def test_the_report_reads_a_run_and_writes_its_section_with_the_command(tmp_path
     (["--families", "int_mm,int4_mm", "--out", "x"], "unknown families int4_mm"),
     (["--families", "int_mm"], "--out and --families are needed"),
     (["--families", "int_mm", "--out", "x", "--artifact-dir", "no/such/folder"], "no such folder"),
+    (["--families", "int_mm", "--out", "x", "--rounds", "0"], "at least 1 round"),
+    (["--compile-worker", "int_mm", "--out", "x"], "--compile-mode must be off"),
 ])
 def test_bad_arguments_are_refused_in_one_line(argv, said):
     proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.studies.family_modes", *argv],

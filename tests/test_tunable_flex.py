@@ -18,6 +18,7 @@ from ah_plugin.tunable import flex_params
 from ah_plugin.tunable import params as P
 from ah_plugin.tunable import results_file as F
 from ah_plugin.tunable import settings as S
+from ah_plugin.tunable.policy import heuristic_top1
 from ah_plugin.tunable.store import store
 from ah_plugin.use import flex_ranking
 
@@ -26,6 +27,7 @@ FAST = "flexdecode_BLOCK-N=128_numstages=3_numwarps=2"
 OFF = "flexdecode_BLOCK-N=64_numstages=1_numwarps=2"
 SLOW = "flexdecode_BLOCK-N=32_numstages=3_numwarps=2"
 KEY = "B8_Hq32_Hkv8_Lq1_Lkv4096_D128_Dv128_bfloat16_blk128x128_fn-3f9a0c21"
+H200 = {"name": "flex_decoding", "device_capa": (9, 0), "shared_memory": 232448, "device_name": "NVIDIA H200"}
 
 
 pytestmark = pytest.mark.usefixtures("tunable_api_state")
@@ -90,8 +92,13 @@ def test_a_call_without_its_context_is_left_alone_and_tuning_off_records_no_flex
     monkeypatch.setenv(S.RECORD_UNTUNED, "1")
     assert policy.select(decode_request()) is None  # no aten kernel to answer with: the hook's configs stand
     assert not os.path.exists(tunable.get_untuned_filename())  # no offline tuning for a flex call: not recorded
+    # on the H200 the shipped FlexDecodingH200 ranks this call, so the heuristic has a first config to give;
+    # a flex miss still keeps every offered config (one never timed is no answer)
+    on_h200 = decode_request()
+    on_h200.metadata.update(H200)
+    assert heuristic_top1(on_h200) == FAST
     monkeypatch.setenv(S.USE_HEURISTIC_TOP1, "1")
-    assert policy.select(decode_request()) is None  # never one untimed config for a flex miss
+    assert policy.select(on_h200) is None
 
 
 def test_an_fp8_call_has_a_key_and_a_default_flex_row_is_refused(tmp_path):

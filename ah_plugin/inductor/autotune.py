@@ -149,7 +149,10 @@ def preprocess(autotuning: session.Autotuning, choices) -> tuple[list, bool]:
     flex_hit = request.op_name in FLEX_OPS and len(offered) > 1
     lone_kept = len(choices) == 1 and not is_aten_choice(ids[0]) and (relowers or flex_hit)
     if lone_kept and not _compiles(choices[0], ids[0], current, "aten is used" if relowers else "all are timed"):
-        return (choices, True) if relowers else (offered, False)
+        if relowers:
+            return choices, True
+        choices, ids = offered, caller_ids(offered)  # planned as any autotuning: timed by the mode's method
+        request = build_request(autotuning.name, _request_nodes(autotuning, choices), ids, "post_codegen")
     try:
         choices = numerical_check.checked(choices, ids, request, autotuning, chain)
         return _planned(autotuning, choices, request, chain, current), False

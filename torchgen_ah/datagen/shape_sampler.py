@@ -136,10 +136,12 @@ def draw_dim(rng: random.Random, kind: str) -> int:
 
 
 def fits(m: int, k: int, n: int, dtype: str, memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES) -> bool:
-    """The upstream constraints: each pairwise product below 2^31, and a, b, out fit the memory limit."""
+    """The upstream constraints: each pairwise product below 2^31, and a, b, out fit the memory limit (an
+    int8 GEMM's output is int32)."""
     if m * k >= NUMEL_LIMIT or m * n >= NUMEL_LIMIT or k * n >= NUMEL_LIMIT:
         return False
-    return (m * k + k * n + m * n) * DTYPE_BYTES[dtype] <= memory_limit_bytes
+    out_bytes = 4 if dtype == INT8 else DTYPE_BYTES[dtype]
+    return (m * k + k * n) * DTYPE_BYTES[dtype] + m * n * out_bytes <= memory_limit_bytes
 
 
 def sample_mkn(rng: random.Random, dtype: str, memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES):
@@ -172,14 +174,17 @@ def sample_mm_input(
 
 def int8_dims(m: int, k: int, n: int, dtype: str, memory_limit_bytes: int) -> tuple[int, int, int]:
     """A drawn (m, k, n) made an int8 GEMM's: m at least 17, k and n rounded up to multiples of 8 (a few
-    elements more, so the limits are checked again; a dimension that no longer fits is rounded down)."""
+    elements more, so the limits are checked again: the larger of k and n shrinks by 8 until they hold)."""
     def rounded(value: int) -> int:
         up = -(-value // INT8_MULTIPLE) * INT8_MULTIPLE
         return up if up <= MAX_DIM else up - INT8_MULTIPLE
 
     m, k, n = max(m, INT8_MIN_M), rounded(k), rounded(n)
-    while not fits(m, k, n, dtype, memory_limit_bytes) and k > INT8_MULTIPLE:
-        k -= INT8_MULTIPLE
+    while not fits(m, k, n, dtype, memory_limit_bytes) and max(k, n) > INT8_MULTIPLE:
+        if k >= n:
+            k -= INT8_MULTIPLE
+        else:
+            n -= INT8_MULTIPLE
     return m, k, n
 
 

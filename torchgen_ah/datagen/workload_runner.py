@@ -18,6 +18,7 @@ from torchgen_ah.datagen.benchmark_runner import BenchmarkRunner
 from torchgen_ah.datagen.fresh_caches import fresh_compile_caches
 
 ENV_COLLECT = "TORCHINDUCTOR_AUTOHEURISTIC_COLLECT"
+ENV_USE = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 ENV_LOG_PATH = "TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH"
 ENV_TIMING = "AH_PLUGIN_TIMING"
 
@@ -42,7 +43,9 @@ class WorkloadRunner(BenchmarkRunner):
         raise NotImplementedError
 
     def worker_env(self, args, device: str) -> dict:
-        return {ENV_COLLECT: self.collected, ENV_LOG_PATH: os.path.abspath(args.output), ENV_TIMING: args.timing}
+        """The collector on for the ops (with ``--use-heuristic``, the use mode instead: the artifacts rank)."""
+        switch = ENV_USE if args.use_heuristic else ENV_COLLECT
+        return {switch: self.collected, ENV_LOG_PATH: os.path.abspath(args.output), ENV_TIMING: args.timing}
 
     def setup_worker(self, args, device: str) -> None:
         import torch

@@ -179,9 +179,20 @@ class BenchmarkRunnerMM(BenchmarkRunner):
         args = super().parse_args(argv)
         try:
             self.dtypes(args)
+            if args.shapes:
+                self._check_one_op(args)
         except ValueError as exc:
             self.parser.error(str(exc))
         return args
+
+    def _check_one_op(self, args) -> None:
+        """A shapes file's rows are all of the op this run collects (int8 rows are int_mm, others mm)."""
+        op = self.collected_op(args, "cuda")
+        other = next((inp for inp in self._shapes(args) if inp.op != op), None)
+        if other is not None:
+            raise ValueError(f"--shapes {args.shapes}: {other.describe()} is an {other.op} input, but this run "
+                             f"collects {op} (--dtypes {args.dtypes}); int8 rows go in a run with --dtypes int8, "
+                             "the others in one without")
 
     def dtypes(self, args) -> tuple[str, ...]:
         out = []
