@@ -189,8 +189,12 @@ def _warm_up() -> None:
     torch.cuda.synchronize()
 
 
-def run_worker(family: str, out_path: str, budget_s: float, rounds: int, only: str = "") -> int:
-    """Measure one family's workloads in this process, one JSON line each, within ``budget_s``."""
+def run_workloads(family: str, out_path: str, budget_s: float, only: str, one_workload, failed_row, progress,
+                  prog: str = "autotune_map") -> int:
+    """``one_workload(workload) -> row`` for each of the family's workloads (those whose label holds a word of
+    ``only``) in this process, after a warm-up, a JSON line each appended to ``out_path`` and ``progress(row)``
+    printed, within ``budget_s`` of workload time: a workload that would not fit is written as skipped, one
+    that raises as ``failed_row(workload, why)``. What the map's and the modes' workers share."""
     import torch
 
     from ah_plugin.inductor.compile_tools import without_compile_caches
@@ -198,32 +202,37 @@ def run_worker(family: str, out_path: str, budget_s: float, rounds: int, only: s
     from .autotune_families import family_workloads
 
     if not torch.cuda.is_available():
-        print("autotune_map: needs a CUDA GPU (the map times kernels by CUDA-graph replay)", file=sys.stderr)
+        print(f"{prog}: needs a CUDA GPU (the kernels are timed by CUDA-graph replay)", file=sys.stderr)
         return 2
     without_compile_caches()
-    started = time.perf_counter()
     _warm_up()
+    started = time.perf_counter()  # the budget is the workloads': a process's start is the caller's to plan
     longest = 0.0
+    words = [w.strip() for w in only.split(",") if w.strip()]
     with open(out_path, "a", encoding="utf-8") as out:
-        words = [w.strip() for w in only.split(",") if w.strip()]
         for workload in family_workloads(family):
             if words and not any(word in workload.label for word in words):
                 continue
-            elapsed = time.perf_counter() - started
-            if elapsed + longest > budget_s:
-                row = {"family": family, "label": workload.label, "skipped": f"budget of {budget_s:.0f} s"}
+            if time.perf_counter() - started + longest > budget_s:
+                row = failed_row(workload, {"skipped": f"budget of {budget_s:.0f} s"})
             else:
                 began = time.perf_counter()
                 try:
-                    row = measure(workload, rounds)
+                    row = one_workload(workload)
                 except Exception as exc:  # noqa: BLE001 - one workload's failure is a result, not the end
-                    row = {"family": family, "label": workload.label, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                    row = failed_row(workload, {"error": f"{type(exc).__name__}: {exc}"[:500]})
                 row["seconds"] = round(time.perf_counter() - began, 1)
                 longest = max(longest, row["seconds"])
             out.write(json.dumps(row) + "\n")
             out.flush()
-            print(_progress_line(row), flush=True)
+            print(progress(row), flush=True)
     return 0
+
+
+def run_worker(family: str, out_path: str, budget_s: float, rounds: int, only: str = "") -> int:
+    """Measure one family's workloads in this process, one JSON line each, within ``budget_s``."""
+    return run_workloads(family, out_path, budget_s, only, lambda workload: measure(workload, rounds),
+                         lambda workload, why: {"family": family, "label": workload.label, **why}, _progress_line)
 
 
 def _progress_line(row: dict) -> str:

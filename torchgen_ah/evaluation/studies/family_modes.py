@@ -36,9 +36,10 @@ import sys
 import tempfile
 import time
 
-from .autotune_map import _call, _difference, _median_spread, _step_time, geomean, read_rows
+from .autotune_map import _call, _difference, _median_spread, _step_time, geomean, read_rows, run_workloads
 
 SECTION = "family_modes"
+PROG = "family_modes"
 FRESH_COMPILE = "compile_worker"  # the kind of a row written by a fresh process compiling one mode
 PLUGIN_MODES = ("fast", "quality")
 FAST_BAR = 1.005  # fast mode's step over off's, on every shape
@@ -141,45 +142,6 @@ def compile_once(workload, mode: str, artifact_dir: str | None) -> dict:
     torch.cuda.empty_cache()
     return {"family": workload.family, "label": workload.label, "kind": FRESH_COMPILE, "mode": mode,
             "compile_s": round(seconds, 2)}
-
-
-def run_worker(family: str, out_path: str, budget_s: float, only: str, one_workload, failed_row) -> int:
-    """``one_workload(workload) -> row`` for each of the family's workloads in this process, a JSON line each,
-    within ``budget_s`` (a workload that would not fit is written as skipped; ``failed_row`` turns an error into
-    the row written)."""
-    import torch
-
-    from ah_plugin.inductor.compile_tools import without_compile_caches
-
-    from .autotune_families import family_workloads
-    from .autotune_map import _warm_up
-
-    if not torch.cuda.is_available():
-        print("family_modes: needs a CUDA GPU (the modes are timed by CUDA-graph replay)", file=sys.stderr)
-        return 2
-    without_compile_caches()
-    _warm_up()
-    started = time.perf_counter()  # the budget is the workloads': a process's start is the caller's to plan
-    longest = 0.0
-    words = [w.strip() for w in only.split(",") if w.strip()]
-    with open(out_path, "a", encoding="utf-8") as out:
-        for workload in family_workloads(family):
-            if words and not any(word in workload.label for word in words):
-                continue
-            if time.perf_counter() - started + longest > budget_s:
-                row = failed_row(workload, {"skipped": f"budget of {budget_s:.0f} s"})
-            else:
-                began = time.perf_counter()
-                try:
-                    row = one_workload(workload)
-                except Exception as exc:  # noqa: BLE001 - one workload's failure is a result, not the end
-                    row = failed_row(workload, {"error": f"{type(exc).__name__}: {exc}"[:500]})
-                row["seconds"] = round(time.perf_counter() - began, 1)
-                longest = max(longest, row["seconds"])
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            print(progress_line(row), flush=True)
-    return 0
 
 
 def progress_line(row: dict) -> str:
@@ -374,14 +336,14 @@ def main(argv=None) -> int:
         parser.error("a worker needs --out (the JSON-lines file it appends to)")
     artifact_dir = os.path.abspath(args.artifact_dir) if args.artifact_dir else None
     if args.worker:
-        return run_worker(args.worker, args.out, args.budget_s, args.only,
-                          lambda w: measure(w, modes, args.rounds, artifact_dir),
-                          lambda w, why: {"family": w.family, "label": w.label, **why})
+        return run_workloads(args.worker, args.out, args.budget_s, args.only,
+                             lambda w: measure(w, modes, args.rounds, artifact_dir),
+                             lambda w, why: {"family": w.family, "label": w.label, **why}, progress_line, PROG)
     if args.compile_worker:
-        return run_worker(args.compile_worker, args.out, args.budget_s, args.only,
-                          lambda w: compile_once(w, args.compile_mode, artifact_dir),
-                          lambda w, why: {"family": w.family, "label": w.label, "kind": FRESH_COMPILE,
-                                          "mode": args.compile_mode, **why})
+        return run_workloads(args.compile_worker, args.out, args.budget_s, args.only,
+                             lambda w: compile_once(w, args.compile_mode, artifact_dir),
+                             lambda w, why: {"family": w.family, "label": w.label, "kind": FRESH_COMPILE,
+                                             "mode": args.compile_mode, **why}, progress_line, PROG)
     if args.report:
         paths = args.report
     else:
