@@ -5,7 +5,7 @@
 #   1. collect, GEN_S seconds: int_mm: the projections of quantized decoders (torchgen_ah/data/int8_model_shapes.csv)
 #      then sampled int8 inputs (gen_data_mm --dtypes int8); grouped_mm: real MoE models' expert projections then
 #      sampled ones (torchgen_ah.moe.gen_data_grouped_mm). Logs $OUT/<family>_*.txt, for datasets/h200_<family>/;
-#   2. train: an H200 ranking from the logs (train_generic), $OUT/artifacts/_<Name>H200.py;
+#   2. train: a ranking for this GPU from the logs (train_generic), $OUT/artifacts/_<Name><GPU>.py (H200, H100, ...);
 #   3. judge, MODES_S seconds: off, default, fast and quality on the map's shapes of the family (none collected
 #      above), in one process, with the new artifact (torchgen_ah.evaluation.studies.family_modes):
 #      $OUT/modes_<family>.jsonl and $OUT/family_modes.md.
@@ -16,17 +16,19 @@ set -u
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.txt" 2>&1 || export PYTHONPATH=$PWD
 GEN_S=${GEN_S:-270}
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)  # e.g. "NVIDIA H200"
+GPU_TAG=$(echo "$GPU_NAME" | grep -oE '[A-Z][0-9]{2,4}' | head -1)
 half=$(python3 -c "print(max(0.5, (${GEN_S} / 2 - 30) / 60))")
 case "$FAMILY" in
   int_mm)
-    NAME=IntMMRankingH200
+    NAME=IntMMRanking$GPU_TAG
     timeout -k 5 $(( GEN_S / 2 )) python3 -m torchgen_ah.mm.gen_data_mm --dtypes int8 -o "$OUT/int_mm_models.txt" \
       --num-reps 1 --shapes torchgen_ah/data/int8_model_shapes.csv --max-minutes "$half" --no-progress \
       > "$OUT/collect_models.log" 2>&1
     timeout -k 5 $(( GEN_S / 2 )) python3 -m torchgen_ah.mm.gen_data_mm --dtypes int8 -o "$OUT/int_mm_sampled.txt" \
       --num-reps 1 --num-samples 400 --max-minutes "$half" --no-progress > "$OUT/collect_sampled.log" 2>&1 ;;
   grouped_mm)
-    NAME=GroupedMMRankingH200
+    NAME=GroupedMMRanking$GPU_TAG
     timeout -k 5 "$GEN_S" python3 -m torchgen_ah.moe.gen_data_grouped_mm -o "$OUT/grouped_mm_models.txt" \
       --num-reps 1 --num-samples 300 --max-minutes "$(python3 -c "print(max(0.5, (${GEN_S} - 40) / 60))")" \
       --no-progress > "$OUT/collect_models.log" 2>&1 ;;
@@ -36,7 +38,7 @@ tail -3 "$OUT"/collect_*.log
 mkdir -p "$OUT/artifacts"
 logs=$(ls "$OUT/$FAMILY"_*.txt 2>/dev/null)
 timeout -k 5 60 python3 -m torchgen_ah.train_generic $logs --heuristic-name "$NAME" \
-  --device-name "NVIDIA H200" --out "$OUT/artifacts" 2>&1 | tee "$OUT/train.log"
+  --device-name "$GPU_NAME" --out "$OUT/artifacts" 2>&1 | tee "$OUT/train.log"
 timeout -k 5 "${MODES_S:-220}" python3 -m torchgen_ah.evaluation.studies.family_modes --out "$OUT" \
   --families "$FAMILY" --artifact-dir "$OUT/artifacts" --budget-s "$(( ${MODES_S:-220} - 40 ))" \
   > "$OUT/family_modes_run.log" 2>&1
