@@ -42,6 +42,18 @@ def test_a_grouped_input_builds_the_maps_grouped_gemm_whose_offsets_end_at_its_r
     assert bool((offs[1:] >= offs[:-1]).all())
 
 
+def test_few_rows_per_expert_spread_over_several_experts_in_aligned_blocks():
+    pytest.importorskip("torch")
+    from torchgen_ah.evaluation.studies.autotune_families import _routed_offsets
+    for tokens, experts in ((64, 64), (512, 64), (1024, 8), (8192, 8), (100, 8)):
+        offs = _routed_offsets(tokens, experts)
+        counts = [b - a for a, b in zip([0] + offs[:-1], offs)]
+        assert len(offs) == experts and offs[-1] == tokens and min(counts) >= 0
+        assert all(c % 16 == 0 for c in counts[:-1]), (tokens, experts, counts)
+        # every 16-row block an expert of its own while there are fewer blocks than experts
+        assert sum(1 for c in counts if c) >= min(experts, tokens // 16), (tokens, experts, counts)
+
+
 @pytest.mark.parametrize("module, what", [("torchgen_ah.moe.gen_data_grouped_mm", "grouped GEMMs"),
                                           ("torchgen_ah.flex.gen_data_flex", "FlexAttention's configs")])
 def test_without_a_gpu_a_generator_says_so_before_any_worker_starts(tmp_path, module, what):

@@ -192,9 +192,20 @@ def _grouped(label: str, tokens: int, experts: int, k: int, n: int, device: str 
 
 
 def _routed_offsets(tokens: int, experts: int) -> list[int]:
-    """Cumulative row counts of an uneven routing (multiples of 16, as the kernels align them)."""
+    """Cumulative row counts of an uneven routing, in blocks of 16 rows (as the kernels align them).
+
+    The blocks go to the experts by largest remainder of an uneven weighting, so a batch with fewer than 16
+    rows per expert still spreads over its heaviest experts instead of landing on one; the rows left over
+    after whole blocks go to the last expert.
+    """
     weights = [1.0 + 0.6 * math.sin(1.7 * i) for i in range(experts)]
-    counts = [int(tokens * w / sum(weights)) // 16 * 16 for w in weights]
+    blocks = tokens // 16
+    shares = [blocks * w / sum(weights) for w in weights]
+    counts = [int(s) for s in shares]
+    by_remainder = sorted(range(experts), key=lambda i: shares[i] - counts[i], reverse=True)
+    for i in by_remainder[:blocks - sum(counts)]:
+        counts[i] += 1
+    counts = [16 * c for c in counts]
     counts[-1] += tokens - sum(counts)
     out, total = [], 0
     for c in counts:
