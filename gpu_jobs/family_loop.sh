@@ -8,12 +8,23 @@
 #   2. train: a ranking for this GPU from the logs (train_generic), $OUT/artifacts/_<Name><GPU>.py (H200, H100, ...);
 #   3. judge, MODES_S seconds: off, default, fast and quality on the map's shapes of the family (none collected
 #      above), in one process, with the new artifact (torchgen_ah.evaluation.studies.family_modes):
-#      $OUT/modes_<family>.jsonl and $OUT/family_modes.md.
+#      modes_<family>.jsonl and family_modes.md.
 # GEN_S (270) and MODES_S (220) bound the steps; the whole call stays under 10 minutes.
+# The device call returns at most 8 files: the steps write into a work folder, packed at the end (also when a
+# step fails or the call is cut short) into $OUT/family_<family>.tgz; family_modes.md and train.log are
+# copied beside it.
 set -u
 : "${OUT:?set OUT to the output folder}"
 : "${FAMILY:?set FAMILY to int_mm or grouped_mm}"
 export PYTHONUNBUFFERED=1
+FINAL_OUT=$OUT
+OUT=$(mktemp -d /tmp/family_loop.XXXXXX)
+pack() {
+  rm -rf "$OUT"/*.workers
+  tar -czf "$FINAL_OUT/family_$FAMILY.tgz" --exclude="caches_*" --exclude="*cache*" -C "$OUT" . 2>/dev/null
+  cp "$OUT/family_modes.md" "$OUT/train.log" "$FINAL_OUT/" 2>/dev/null
+}
+trap pack EXIT
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.txt" 2>&1 || export PYTHONPATH=$PWD
 GEN_S=${GEN_S:-270}
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)  # e.g. "NVIDIA H200"
@@ -34,7 +45,7 @@ case "$FAMILY" in
       --no-progress > "$OUT/collect_models.log" 2>&1 ;;
   *) echo "FAMILY: int_mm or grouped_mm, not $FAMILY" >&2; exit 2 ;;
 esac
-tail -3 "$OUT"/collect_*.log
+tail -n 3 "$OUT"/collect_*.log
 mkdir -p "$OUT/artifacts"
 logs=$(ls "$OUT/$FAMILY"_*.txt 2>/dev/null)
 timeout -k 5 60 python3 -m torchgen_ah.train_generic $logs --heuristic-name "$NAME" \

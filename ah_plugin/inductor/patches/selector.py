@@ -8,10 +8,14 @@ Inductor sees them, and where the policies keep aten alone in a GEMM lowering th
 lowered again as max-autotune off lowers it and its node returned, in place of Inductor building aten's.
 
 Checked on torch 2.11, 2.13, 2.14 and 2.15: ``AlgorithmSelectorCache.__call__(self, name, choices,
-input_nodes, layout, input_gen_fns=None, ...)``, which returns ``(node, choice)``.
+input_nodes, layout, input_gen_fns=None, ...)``. From torch 2.13 it returns ``(node, choice)``; torch 2.11
+returns the node alone unless its caller passes ``return_choice=True`` (its GEMM lowerings return the call's
+result as their own), so the relowered node is returned in the form the caller asked for.
 """
 
 from __future__ import annotations
+
+import inspect
 
 from torch._inductor import select_algorithm
 
@@ -43,6 +47,26 @@ def _say_if_overridden() -> None:
                   "times Inductor's default search space")
 
 
+def _node_alone_unless(original):
+    """For a torch whose selector returns the node alone unless asked for the choice (2.11): a function of
+    the call's arguments saying whether this caller asked (``return_choice``); None where the selector
+    always returns ``(node, choice)``."""
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        return None
+    if "return_choice" not in signature.parameters:
+        return None
+
+    def asked(self, args, kwargs) -> bool:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:
+            return False
+        return bool(bound.arguments.get("return_choice", False))
+    return asked
+
+
 def install() -> None:
     """Wrap ``AlgorithmSelectorCache.__call__``."""
     if "call" in _saved:
@@ -50,6 +74,7 @@ def install() -> None:
     cls = select_algorithm.AlgorithmSelectorCache
     original = cls.__call__
     _saved["call"] = (cls, original)
+    choice_asked = _node_alone_unless(original)
 
     def __call__(self, name, choices, input_nodes, layout, input_gen_fns=None, *args, **kwargs):
         if not plans.installed():
@@ -65,7 +90,11 @@ def install() -> None:
                 relower = False
             if not relower:
                 return original(self, name, choices, input_nodes, layout, input_gen_fns, *args, **kwargs)
-        return autotuning.lowering.relower(), choices[0]
+        node = autotuning.lowering.relower()
+        if choice_asked is not None and not choice_asked(self, (name, choices, input_nodes, layout,
+                                                                 input_gen_fns, *args), kwargs):
+            return node
+        return node, choices[0]
 
     __call__.__wrapped__ = original
     cls.__call__ = __call__
