@@ -8,6 +8,7 @@ import importlib.util
 import json
 
 import pytest
+from cpu_fp8 import rowwise_on_cpu
 
 from torchgen_ah.evaluation import zoo, zoo_models, zoo_report
 from torchgen_ah.evaluation.compile_cost import OURS_USE
@@ -159,6 +160,8 @@ def test_zoo_on_the_cpu_counts_every_compile_judges_steps_in_one_process_and_ski
     them in interleaved windows at every batch size; the report takes its steps from there. The tiny fp8
     decoder with a static KV cache compiles and decodes too. A timm model, where timm is missing, is a named
     skipped row and gets no second process."""
+    import torch
+
     from torchgen_ah.evaluation.result_check import WRONG_ABOVE
     from torchgen_ah.evaluation.zoo_one_process import ONE_PROCESS
 
@@ -192,14 +195,17 @@ def test_zoo_on_the_cpu_counts_every_compile_judges_steps_in_one_process_and_ski
     assert serving["fast"]["plugin"]["use"] == sorted(OURS_USE.split(","))
     assert serving["off"]["plugin"]["use"] == []
     assert serving["fast"]["use_stats"] is not None and serving["off"]["use_stats"] is None
-    fp8 = {r["mode"]: r for r in rows if r["model"] == "tiny_fp8_decode"}
-    assert set(fp8) == {"off", "fast", "off_again", ONE_PROCESS} and all("failed" not in r for r in fp8.values())
-    assert all(r["result_error"] <= WRONG_ABOVE for mode, r in fp8.items() if mode != ONE_PROCESS)
     text = (out / "zoo.md").read_text()
+    fp8 = {r["mode"]: r for r in rows if r["model"] == "tiny_fp8_decode"}
+    if rowwise_on_cpu(torch):
+        assert set(fp8) == {"off", "fast", "off_again", ONE_PROCESS} and all("failed" not in r for r in fp8.values())
+        assert all(r["result_error"] <= WRONG_ABOVE for mode, r in fp8.items() if mode != ONE_PROCESS)
+        assert "| tiny_fp8_decode | 2 |" in text.split("tokens/s = batch / step time.")[1]
+    else:  # torch 2.11: the model cannot be built here; the zoo names it and goes on
+        assert "skipped" in fp8["off"] and "tiny_fp8_decode (RuntimeError" in text
     line = text.split("| tiny_serving |")[1].splitlines()[0]
     assert line.startswith(" serving (3 compiles) |") and "| A/A " in line
     assert "tiny_serving, step per batch size" in text and "| batch | off ms | fast x | off_again x |" in text
-    assert "| tiny_fp8_decode | 2 |" in text.split("tokens/s = batch / step time.")[1]
     same = "yes" if serving["fast"]["code"] == serving["off"]["code"] else "no"
     assert f"| {same} | 0 |" in line
     if timm_missing:

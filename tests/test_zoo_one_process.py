@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from cpu_fp8 import NO_CPU_ROWWISE, rowwise_on_cpu
 
 from torchgen_ah.evaluation import compile_cost, one_process, zoo, zoo_decoders, zoo_models, zoo_one_process, zoo_report
 
@@ -217,7 +218,9 @@ def test_tiny_decoders_build_on_the_cpu_repeat_their_step_and_are_captured_whole
     ones: torch 2.13's CPU lowering of FlexAttention unpacks its query's buffer as 4-D, and here the query views
     a linear layer's 2-D output; their Inductor compile is left to the GPU."""
     torch = pytest.importorskip("torch")
-    for name in ("tiny_kv_decode_sdpa", "tiny_kv_decode_flex", "tiny_flex_prefill", "tiny_fp8_decode"):
+    names = ["tiny_kv_decode_sdpa", "tiny_kv_decode_flex", "tiny_flex_prefill"]
+    names += ["tiny_fp8_decode"] if rowwise_on_cpu(torch) else []
+    for name in names:
         built = zoo_models.build(torch, name, "cpu")
         inputs = built.make_inputs(built.entry.batch)
         with torch.no_grad():
@@ -231,6 +234,8 @@ def test_tiny_decoders_build_on_the_cpu_repeat_their_step_and_are_captured_whole
 
 def test_fp8_projections_keep_fp8_weights_through_the_zoos_cast_and_compute_the_decoders_result():
     torch = pytest.importorskip("torch")
+    if not rowwise_on_cpu(torch):
+        pytest.skip(NO_CPU_ROWWISE)
     built = zoo_models.build(torch, "tiny_kv_decode_sdpa", "cpu")
     decoder = built.model.inner.decoder
     inputs = built.make_inputs(built.entry.batch)
