@@ -101,11 +101,21 @@ def test_the_report_reads_a_run_and_writes_its_section_with_the_command(tmp_path
     (["--families", "int_mm", "--out", "x", "--artifact-dir", "no/such/folder"], "no such folder"),
     (["--families", "int_mm", "--out", "x", "--rounds", "0"], "at least 1 round"),
     (["--compile-worker", "int_mm", "--out", "x"], "--compile-mode must be off"),
+    (["--report", "no/such/modes.jsonl"], "no/such/modes.jsonl: No such file or directory"),
 ])
 def test_bad_arguments_are_refused_in_one_line(argv, said):
     proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.studies.family_modes", *argv],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_report_on_a_line_that_is_not_json_names_the_file_and_line(tmp_path):
+    rows = tmp_path / "modes.jsonl"
+    rows.write_text('{"family": "int_mm", "label": "a"}\n{not json\n')
+    proc = subprocess.run([sys.executable, "-m", "torchgen_ah.evaluation.studies.family_modes", "--report", str(rows)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and f"{rows}:2: not a JSON line" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="on a GPU the worker measures instead")

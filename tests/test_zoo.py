@@ -116,6 +116,24 @@ def test_combine_writes_one_table_over_several_runs_and_the_results_section(tmp_
     assert zoo.main(["--combine", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")]) == 2
 
 
+def test_a_section_of_its_own_leaves_the_main_zoo_table_alone(tmp_path, capsys):
+    rows = tmp_path / "h100.jsonl"
+    rows.write_text(json.dumps(_row("m", "off", 10.0, 1.0)) + "\n" + json.dumps(_row("m", "fast", 11.0, 0.99)) + "\n")
+    results_md = tmp_path / "RESULTS.md"
+    results_md.write_text("<!-- BEGIN zoo -->\nthe H200 table\n<!-- END zoo -->\n")
+    assert zoo.main(["--combine", str(rows), "--out", str(tmp_path / "out"), "--results", str(results_md),
+                     "--section", "zoo_h100", "--heading", "### On an H100"]) == 0
+    text = results_md.read_text()
+    assert "<!-- BEGIN zoo -->\nthe H200 table\n<!-- END zoo -->" in text
+    own = text.split("<!-- BEGIN zoo_h100 -->\n")[1].split("<!-- END zoo_h100 -->")[0]
+    assert own.startswith("### On an H100\n") and "| m | infer | 10.0 |" in own
+    assert f"--combine {rows} --section zoo_h100 --heading '### On an H100'" in own  # the command reruns it
+    capsys.readouterr()
+    assert zoo.main(["--combine", str(rows), "--out", str(tmp_path / "o"), "--section", "zoo h100"]) == 2
+    assert zoo.main(["--combine", str(rows), "--out", str(tmp_path / "o"), "--heading", "On an H100"]) == 2
+    assert "a markdown heading starts with '#'" in capsys.readouterr().err
+
+
 def test_command_line_refuses_unknown_names_and_lists_the_zoo(capsys):
     assert zoo.main(["--models", "no_such_model", "--out", "unused"]) == 2
     assert zoo.main(["--models", "tiny_mlp", "--modes", "off,warp", "--out", "unused"]) == 2
@@ -202,7 +220,8 @@ def test_zoo_on_the_cpu_counts_every_compile_judges_steps_in_one_process_and_ski
         assert all(r["result_error"] <= WRONG_ABOVE for mode, r in fp8.items() if mode != ONE_PROCESS)
         assert "| tiny_fp8_decode | 2 |" in text.split("tokens/s = batch / step time.")[1]
     else:  # torch 2.11: the model cannot be built here; the zoo names it and goes on
-        assert "skipped" in fp8["off"] and "tiny_fp8_decode (RuntimeError" in text
+        [skipped] = fp8.values()
+        assert "skipped" in skipped and "tiny_fp8_decode (RuntimeError" in text
     line = text.split("| tiny_serving |")[1].splitlines()[0]
     assert line.startswith(" serving (3 compiles) |") and "| A/A " in line
     assert "tiny_serving, step per batch size" in text and "| batch | off ms | fast x | off_again x |" in text

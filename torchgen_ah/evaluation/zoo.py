@@ -30,7 +30,9 @@ counts; the result against eager PyTorch's. The one-process judging records ever
 Rows go to ``OUT/results.jsonl`` (``--combine`` joins several runs' files); the report (``zoo_report``) to
 ``OUT/zoo.md`` and, with ``--results``, the ``zoo`` section of that file; ``--report quality`` writes quality
 mode's instead (``zoo_quality_report``: its per-model bars, and the ``*_frozen`` modes beside it) to
-``OUT/zoo_quality.md`` and the ``zoo_quality`` section.
+``OUT/zoo_quality.md`` and the ``zoo_quality`` section. ``--section NAME --heading TEXT`` puts a report in a
+section of its own instead, so a run on another GPU (or another part of the zoo) stands beside the main table
+and does not replace it.
 """
 
 from __future__ import annotations
@@ -170,11 +172,23 @@ def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[st
     return status
 
 
-def write_report(text: str, out: str, results_md: str | None, report: str = "fast") -> None:
-    if report == "quality":
-        save_report(text, out, "zoo_quality.md", results_md, QUALITY_SECTION, QUALITY_HEADING)
-    else:
-        save_report(text, out, "zoo.md", results_md, SECTION, HEADING)
+def write_report(text: str, out: str, results_md: str | None, report: str = "fast", section: str | None = None,
+                 heading: str | None = None) -> None:
+    """OUT/zoo.md (or zoo_quality.md) and, with ``results_md``, the report's section there: the report's own
+    (zoo, zoo_quality) unless ``section`` names another, under ``heading`` when given."""
+    name, default_section, default_heading = (("zoo_quality.md", QUALITY_SECTION, QUALITY_HEADING)
+                                              if report == "quality" else ("zoo.md", SECTION, HEADING))
+    save_report(text, out, name, results_md, section or default_section, heading or default_heading)
+
+
+def _section_arguments(args) -> str:
+    """The command line's words that choose the report and its section, to print in the report's command."""
+    words = " --report quality" if args.report == "quality" else ""
+    if args.section:
+        words += f" --section {args.section}"
+    if args.heading:
+        words += f" --heading '{args.heading}'"
+    return words
 
 
 def report_text(report: str, rows: list[dict], command: str, status: dict | None = None,
@@ -230,8 +244,17 @@ def main(argv=None) -> int:
     parser.add_argument("--report", choices=("fast", "quality"), default="fast",
                         help="fast: fast mode against its bars (section zoo); quality: quality mode against its "
                              "per-model bars (section zoo_quality; run with --modes off,quality,off_again)")
+    parser.add_argument("--section", default=None, metavar="NAME",
+                        help="with --results: write the report into this section instead of zoo / zoo_quality "
+                             "(e.g. zoo_h100 for a run on another GPU)")
+    parser.add_argument("--heading", default=None, metavar="TEXT",
+                        help="with --section: the section's heading line (default: the report's own)")
     compile_cost.add_combine_arguments(parser)
     args = compile_cost.parse_or_work(parser, argv, zoo_worker.run)
+    if args.section is not None and not args.section.replace("_", "").isalnum():
+        return command_line.fail("zoo", ValueError(f"--section {args.section!r}: letters, digits and _ only"), 2)
+    if args.heading is not None and not args.heading.startswith("#"):
+        return command_line.fail("zoo", ValueError(f"--heading {args.heading!r}: a markdown heading starts with '#'"), 2)
     if args.list:
         print(list_text())
         return 0
@@ -239,8 +262,9 @@ def main(argv=None) -> int:
         rows = compile_cost.combined_results("zoo", args.combine.split(","))
         if isinstance(rows, int):
             return rows
-        command = f"{PROG} --combine {args.combine}" + (" --report quality" if args.report == "quality" else "")
-        write_report(report_text(args.report, rows, command, note=args.note), args.out, args.results, args.report)
+        command = f"{PROG} --combine {args.combine}" + _section_arguments(args)
+        write_report(report_text(args.report, rows, command, note=args.note), args.out, args.results, args.report,
+                     args.section, args.heading)
         return 0
     models, modes, once = _names(args.models), _names(args.modes), set(_names(args.once))
     unknown = [m for m in models if m not in zoo_models.ENTRIES] + [m for m in modes if m not in MODES]
@@ -264,7 +288,8 @@ def main(argv=None) -> int:
     status = run_plan(steps, args, device, result_path)
     rows = compile_cost.read_results(result_path)
     command = f"{PROG} " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_report(report_text(args.report, rows, command, status), args.out, args.results, args.report)
+    write_report(report_text(args.report, rows, command, status), args.out, args.results, args.report,
+                 args.section, args.heading)
     return 0 if any("step_ms" in r or "steps" in r for r in rows) else 1
 
 

@@ -424,7 +424,11 @@ def main(argv=None) -> int:
 
     command = args.command or "python -m torchgen_ah.evaluation.studies.autotune_map " + " ".join(
         argv if argv is not None else sys.argv[1:])
-    rows = read_rows(paths)
+    try:
+        rows = read_rows(paths)
+    except (OSError, ValueError) as exc:  # a missing file, a bad line: named, no traceback
+        from ah_plugin.report.command_line import fail
+        return fail("python -m torchgen_ah.evaluation.studies.autotune_map", exc)
     figures = {family: family_verdict([r for r in measured_once(rows) if r["family"] == family])
                for family in dict.fromkeys(r["family"] for r in rows)}
     if args.detail:

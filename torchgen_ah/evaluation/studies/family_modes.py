@@ -359,7 +359,11 @@ def main(argv=None) -> int:
 
     command = args.command or "python -m torchgen_ah.evaluation.studies.family_modes " + " ".join(
         argv if argv is not None else sys.argv[1:])
-    rows = read_rows(paths, "a modes row")
+    try:
+        rows = read_rows(paths, "a modes row")
+    except (OSError, ValueError) as exc:  # a missing file, a bad line: named, no traceback
+        from ah_plugin.report.command_line import fail
+        return fail(PROG, exc)
     figures = {family: family_figures([r for r in rows if r["family"] == family])
                for family in dict.fromkeys(r["family"] for r in rows)}
     return publish_report(summary(rows, command), figures, SECTION, None, args.results)
