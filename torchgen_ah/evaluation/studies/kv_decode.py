@@ -2,13 +2,15 @@
 process.
 
     python -m torchgen_ah.evaluation.studies.kv_decode [--attention flex|sdpa] [--batch 8] [--context 4096]
-        [--prompt 512] [--layers 4] [--dim 2048] [--modes off,fast,quality,default_flex,default]
+        [--prompt 512] [--layers 4] [--style llama|qwen2|mistral|moe] [--dim 2048]
+        [--modes off,off_frozen,fast,quality,default_flex,default]
         [--rounds 7] [--budget-s 400] [--json OUT.json] [--results benchmarks/RESULTS.md]
     python -m torchgen_ah.evaluation.studies.kv_decode --combine A.json B.json [--results benchmarks/RESULTS.md]
 
 The model is built in the way of gpt-fast: embeddings, ``--layers`` blocks of RMSNorm, grouped-query attention
-(32 query heads, 8 key/value heads) over a static cache of ``--context`` positions per layer, SwiGLU MLP, and
-an output head; random weights in bf16. Two functions are compiled per mode: *prefill* (``--prompt`` tokens of
+over a static cache of ``--context`` positions per layer, SwiGLU MLP (or a mixture of experts), and an output
+head, at the widths of ``--style`` (``decoder_styles.py``; llama: 32 query and 8 key/value heads); random
+weights in bf16. Two functions are compiled per mode: *prefill* (``--prompt`` tokens of
 each of ``--batch`` sequences, causal attention, the cache written) and *decode* (one token per sequence
 against the whole cache, the positions not yet written masked out, as a static cache does).
 ``--attention flex`` runs attention through FlexAttention (its decoding kernel at decode), ``sdpa`` through
@@ -26,7 +28,8 @@ Every function is timed by CUDA-graph replay (as a model decoding under CUDA gra
 the modes' order rotating; the table gives per mode the decode step (ms per output token of the batch),
 tokens per second, the prefill (time to first token), both against off, the compile's first-call seconds
 (in this shared process, not a fresh one) and the share of the weight-streaming roofline: bytes of weights
-and of the KV cache the step must read, over the HBM bandwidth (``--hbm-tbs``, 4.8 TB/s for an H200). A mode
+and of the KV cache the step must read, over the HBM bandwidth (``--hbm-tbs``; by default from the GPU's
+name, 4.8 TB/s for an H200, 3.35 for an H100). ``off_frozen`` is off with Inductor's freezing. A mode
 whose compile would pass ``--budget-s`` (counted from the start) is left out, named.
 """
 
@@ -41,19 +44,25 @@ import sys
 import time
 
 SECTION = "kv_decode"
-MODES = ("off", "fast", "quality", "default_flex", "default")
+STYLE_NAMES = ("llama", "qwen2", "mistral", "moe")  # decoder_styles.STYLES, without importing it here
+MODES = ("off", "off_frozen", "fast", "quality", "default_flex", "default")
 USE_OPS = ["mm", "flex_attention", "flex_decoding"]
 
 
 def build_model(torch, *, layers: int, dim: int, heads: int, kv_heads: int, vocab: int, batch: int,
-                context: int, attention: str, device: str = "cuda", dtype=None):
-    """The decoder (an ``nn.Module`` with ``prefill(tokens)`` and ``decode(tokens, pos)``) on ``device``."""
+                context: int, attention: str, device: str = "cuda", dtype=None, hidden: int | None = None,
+                qkv_bias: bool = False, tie: bool = False, experts: int = 0, top_k: int = 2):
+    """The decoder (an ``nn.Module`` with ``prefill(tokens)`` and ``decode(tokens, pos)``) on ``device``.
+
+    ``hidden``: the MLP's width (None: gpt-fast's rule from ``dim``); ``qkv_bias``: biases on the query, key and
+    value projections (Qwen2); ``tie``: the output head shares the embedding's weight; ``experts`` > 0: a
+    mixture of that many SwiGLU experts, ``top_k`` routed per token (``decoder_styles`` says how it runs)."""
     import torch.nn.functional as F
     from torch import nn
 
     dtype = dtype or torch.bfloat16
     head_dim = dim // heads
-    hidden = int(2 * (4 * dim) / 3 + 255) // 256 * 256
+    hidden = hidden or int(2 * (4 * dim) / 3 + 255) // 256 * 256
     flex = attention == "flex"
     if flex:
         from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
@@ -70,13 +79,19 @@ def build_model(torch, *, layers: int, dim: int, heads: int, kv_heads: int, voca
         def __init__(self):
             super().__init__()
             self.attention_norm, self.ffn_norm = RMSNorm(), RMSNorm()
-            self.wq = nn.Linear(dim, heads * head_dim, bias=False)
-            self.wk = nn.Linear(dim, kv_heads * head_dim, bias=False)
-            self.wv = nn.Linear(dim, kv_heads * head_dim, bias=False)
+            self.wq = nn.Linear(dim, heads * head_dim, bias=qkv_bias)
+            self.wk = nn.Linear(dim, kv_heads * head_dim, bias=qkv_bias)
+            self.wv = nn.Linear(dim, kv_heads * head_dim, bias=qkv_bias)
             self.wo = nn.Linear(heads * head_dim, dim, bias=False)
-            self.w1 = nn.Linear(dim, hidden, bias=False)
-            self.w3 = nn.Linear(dim, hidden, bias=False)
-            self.w2 = nn.Linear(hidden, dim, bias=False)
+            if experts:
+                self.router = nn.Linear(dim, experts, bias=False)
+                self.w1 = nn.Parameter(torch.empty(experts, hidden, dim))
+                self.w3 = nn.Parameter(torch.empty(experts, hidden, dim))
+                self.w2 = nn.Parameter(torch.empty(experts, dim, hidden))
+            else:
+                self.w1 = nn.Linear(dim, hidden, bias=False)
+                self.w3 = nn.Linear(dim, hidden, bias=False)
+                self.w2 = nn.Linear(hidden, dim, bias=False)
             self.register_buffer("k_cache", torch.zeros(batch, kv_heads, context, head_dim, dtype=dtype))
             self.register_buffer("v_cache", torch.zeros(batch, kv_heads, context, head_dim, dtype=dtype))
 
@@ -98,9 +113,23 @@ def build_model(torch, *, layers: int, dim: int, heads: int, kv_heads: int, voca
                                                      is_causal=mask is None)
             return self.wo(out.transpose(1, 2).reshape(b, s, heads * head_dim))
 
+        def mixture(self, y):
+            """Every expert on every token, its output weighted by the routing (zero where not routed)."""
+            probs = self.router(y).float().softmax(-1)
+            weights, chosen = torch.topk(probs, top_k, dim=-1)
+            gate = torch.zeros_like(probs).scatter(-1, chosen, weights / weights.sum(-1, keepdim=True))
+            gate = gate.to(y.dtype)
+            out = torch.zeros_like(y)
+            for e in range(experts):
+                h = F.silu(y @ self.w1[e].t()) * (y @ self.w3[e].t())
+                out = out + gate[..., e:e + 1] * (h @ self.w2[e].t())
+            return out
+
         def forward(self, x, positions, mask):
             h = x + self.attend(self.attention_norm(x), positions, mask)
             y = self.ffn_norm(h)
+            if experts:
+                return h + self.mixture(y)
             return h + self.w2(F.silu(self.w1(y)) * self.w3(y))
 
     class Decoder(nn.Module):
@@ -110,6 +139,8 @@ def build_model(torch, *, layers: int, dim: int, heads: int, kv_heads: int, voca
             self.blocks = nn.ModuleList(Block() for _ in range(layers))
             self.norm = RMSNorm()
             self.output = nn.Linear(dim, vocab, bias=False)
+            if tie:
+                self.output.weight = self.embed.weight
             self.register_buffer("position", torch.zeros(1, dtype=torch.long))
 
         def run(self, tokens, positions, mask):
@@ -170,6 +201,8 @@ def _compile_args(mode: str) -> dict:
 
     if mode == "off":
         return {"dynamic": False}
+    if mode == "off_frozen":  # what a user who serves frozen weights gets without max-autotune
+        return {"options": {"freezing": True}, "dynamic": False}
     if mode == "fast":
         return {"mode": "max-autotune-no-cudagraphs", "dynamic": False}
     if mode == "quality":
@@ -211,35 +244,42 @@ def deadline(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run(args, time_ms=None) -> dict:
-    """Compile and time every mode; ``time_ms(fn)`` times one call (CUDA-graph replay by default)."""
+def run(args, time_ms=None, on_compiled=None) -> dict:
+    """Compile and time every mode of one (style, batch, context); ``time_ms(fn)`` times one call (CUDA-graph
+    replay by default). ``args`` holds the CLI's fields (``batch`` and ``context`` single numbers here)."""
     import torch
 
     import ah_plugin
     from ah_plugin.inductor import compile_tools
+    from torchgen_ah.evaluation.studies import decoder_styles
 
     time_ms = time_ms or compile_tools.replay_time_ms
     device = args.device
     compile_tools.without_compile_caches()
     started = time.perf_counter()
+    budget_s = args.budget_s - getattr(args, "spent_s", 0.0)
+    overrides = {"dim": args.dim, "vocab": args.vocab} | getattr(args, "overrides", {})  # the tests' tiny sizes
+    size = decoder_styles.style(getattr(args, "style", "llama"), **overrides)
+    vocab = size["vocab"]
     model, prefill_mask, decode_mask = build_model(
-        torch, layers=args.layers, dim=args.dim, heads=32, kv_heads=8, vocab=args.vocab, batch=args.batch,
-        context=args.context, attention=args.attention, device=device)
+        torch, layers=args.layers, **size, batch=args.batch, context=args.context, attention=args.attention,
+        device=device)
+    prompt_len = args.prompt or min(512, args.context // 2)
     gen = torch.Generator(device=device).manual_seed(0)
-    prompt = torch.randint(0, args.vocab, (args.batch, args.prompt), device=device, generator=gen)
-    prompt_positions = torch.arange(args.prompt, device=device)
-    token = torch.randint(0, args.vocab, (args.batch, 1), device=device, generator=gen)
+    prompt = torch.randint(0, vocab, (args.batch, prompt_len), device=device, generator=gen)
+    prompt_positions = torch.arange(prompt_len, device=device)
+    token = torch.randint(0, vocab, (args.batch, 1), device=device, generator=gen)
     position = args.context // 2  # the decode step is timed half way through the cache
     model.position.fill_(position)
     decode_positions = torch.tensor([position], device=device)
-    p_mask = prefill_mask(args.prompt)
+    p_mask = prefill_mask(prompt_len)
     d_mask = decode_mask() if args.attention == "flex" else sdpa_decode_mask(torch, args.context, position, device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     results, compiled = {}, {}
     reference = None
     for mode in args.modes:
-        left = args.budget_s - (time.perf_counter() - started)
+        left = budget_s - (time.perf_counter() - started)
         if left <= 0:
             results[mode] = {"skipped": f"budget of {args.budget_s:.0f} s reached before it"}
             print(f"kv_decode: {mode} left out (budget)", flush=True)
@@ -273,6 +313,8 @@ def run(args, time_ms=None) -> dict:
                          "flex_decisions": {k: v - before.get(k, 0) for k, v in _flex_stats().items()}}
         compiled[mode] = fns
         print(f"kv_decode: {mode} compiled in " + " + ".join(f"{k} {v:.1f} s" for k, v in seconds.items()), flush=True)
+        if on_compiled:
+            on_compiled(mode)
 
     times = {mode: {name: [] for name in compiled[mode]} for mode in compiled}
     names = list(compiled)
@@ -282,19 +324,21 @@ def run(args, time_ms=None) -> dict:
                 for name in compiled[mode]:
                     fn, call, _ = compiled[mode][name]
                     times[mode][name].append(time_ms(lambda fn=fn, call=call: fn(*call)))
-    params = sum(p.numel() * p.element_size() for p in model.parameters())
-    kv_valid = 2 * args.layers * args.batch * 8 * (position + 1) * (args.dim // 32) * 2
-    floor = roofline_ms(params, kv_valid, args.hbm_tbs)
+    device_name = torch.cuda.get_device_name() if device == "cuda" else device
+    tbs = args.hbm_tbs or decoder_styles.hbm_tbs(device_name)
+    weights, kv_valid = decoder_styles.step_bytes(model, size, layers=args.layers, batch=args.batch,
+                                                  position=position)
+    floor = roofline_ms(weights, kv_valid, tbs) if tbs else None
     for mode in compiled:
         for name, values in times[mode].items():
             results[mode][f"{name}_ms"] = statistics.median(values)
             results[mode][f"{name}_spread"] = max(values) / min(values) - 1
         results[mode]["tokens_per_s"] = args.batch / results[mode]["decode_ms"] * 1e3
-        results[mode]["roofline_share"] = floor / results[mode]["decode_ms"]
-    return {"config": vars(args) | {"modes": list(args.modes)}, "param_bytes": params, "kv_bytes_valid": kv_valid,
-            "roofline_ms": floor, "torch": torch.__version__,
-            "device": torch.cuda.get_device_name() if device == "cuda" else device,
-            "results": results}
+        results[mode]["roofline_share"] = floor / results[mode]["decode_ms"] if floor else None
+    config = {k: v for k, v in vars(args).items() if k not in ("spent_s", "overrides")}
+    return {"config": config | {"modes": list(args.modes), "prompt": prompt_len, "hbm_tbs": tbs, "size": size},
+            "param_bytes": weights, "kv_bytes_valid": kv_valid, "roofline_ms": floor, "torch": torch.__version__,
+            "device": device_name, "results": results}
 
 
 def _flex_stats() -> dict:
@@ -312,12 +356,12 @@ def report(runs: list[dict], command: str) -> str:
         "",
         f"Command: `{command}` on {first['device']} (torch {first['torch']}).",
         "",
-        f"A {config['layers']}-layer Llama-style decoder (hidden {config['dim']}, 32 query and 8 key/value heads, "
-        f"vocabulary {config['vocab']}), batch {config['batch']}, a static cache of {config['context']} positions, "
+        f"A {config['layers']}-layer Llama-style decoder (hidden {config.get('size', config)['dim']}, 32 query and "
+        f"8 key/value heads, vocabulary {config.get('size', config)['vocab']}), batch {config['batch']}, a static cache of {config['context']} positions, "
         f"decode timed at position {config['context'] // 2}, prompt {config['prompt']} tokens (time to first token: "
         "the prefill). A run's modes are compiled in one process and timed by CUDA-graph replay in "
         f"{config['rounds']} interleaved rounds (median; spread = max/min - 1). Roofline share: the weights and the "
-        f"valid KV cache read once at {config['hbm_tbs']} TB/s ({first['roofline_ms']:.3f} ms) over the step. Compile: "
+        f"valid KV cache read once at {config['hbm_tbs']} TB/s ({first['roofline_ms'] or 0:.3f} ms) over the step. Compile: "
         "first calls in that shared process, prefill + decode.",
         "",
         "| attention | mode | decode ms/token | tokens/s | decode x off (spread) | roofline share | "
@@ -337,9 +381,14 @@ def report(runs: list[dict], command: str) -> str:
             compile_s = " + ".join(f"{c[k]:.1f}" for k in ("prefill", "decode") if k in c)
             lines.append(
                 f"| {attention} | {mode} | {r['decode_ms']:.3f} | {r['tokens_per_s']:.0f} | "
-                f"{r['decode_ms'] / off['decode_ms']:.3f} ({r['decode_spread']:.0%}) | {r['roofline_share']:.0%} | "
+                f"{r['decode_ms'] / off['decode_ms']:.3f} ({r['decode_spread']:.0%}) | {_share(r)} | "
                 f"{prefill} | {compile_s} | {r['max_diff']:.0e} |")
     return "\n".join(lines)
+
+
+def _share(result: dict) -> str:
+    share = result.get("roofline_share")
+    return "-" if share is None else f"{share:.0%}"
 
 
 def main(argv=None) -> int:
@@ -349,15 +398,19 @@ def main(argv=None) -> int:
     parser.add_argument("--attention", choices=("flex", "sdpa"), default="flex")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--context", type=int, default=4096, help="static cache positions per layer")
-    parser.add_argument("--prompt", type=int, default=512)
+    parser.add_argument("--prompt", type=int, default=None,
+                        help="prompt tokens per sequence (default: 512, at most half the cache)")
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--dim", type=int, default=2048)
-    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--style", choices=tuple(STYLE_NAMES), default="llama",
+                        help="the decoder's widths (studies/decoder_styles.py)")
+    parser.add_argument("--dim", type=int, default=None, help="override the style's hidden size")
+    parser.add_argument("--vocab", type=int, default=None, help="override the style's vocabulary")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--budget-s", type=float, default=400.0,
                         help="no mode starts compiling after this many seconds")
-    parser.add_argument("--hbm-tbs", type=float, default=4.8, help="HBM bandwidth in TB/s")
+    parser.add_argument("--hbm-tbs", type=float, default=None,
+                        help="HBM bandwidth in TB/s (default: from the GPU's name, e.g. 4.8 for an H200)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     parser.add_argument("--results", help="write the table as a section of this markdown file")
