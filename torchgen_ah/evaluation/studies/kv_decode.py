@@ -43,8 +43,9 @@ import statistics
 import sys
 import time
 
+from torchgen_ah.evaluation.studies import decoder_styles
+
 SECTION = "kv_decode"
-STYLE_NAMES = ("llama", "qwen2", "mistral", "moe")  # decoder_styles.STYLES, without importing it here
 MODES = ("off", "off_frozen", "fast", "quality", "default_flex", "default")
 USE_OPS = ["mm", "flex_attention", "flex_decoding"]
 
@@ -244,14 +245,13 @@ def deadline(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run(args, time_ms=None, on_compiled=None) -> dict:
+def run(args, time_ms=None) -> dict:
     """Compile and time every mode of one (style, batch, context); ``time_ms(fn)`` times one call (CUDA-graph
     replay by default). ``args`` holds the CLI's fields (``batch`` and ``context`` single numbers here)."""
     import torch
 
     import ah_plugin
     from ah_plugin.inductor import compile_tools
-    from torchgen_ah.evaluation.studies import decoder_styles
 
     time_ms = time_ms or compile_tools.replay_time_ms
     device = args.device
@@ -313,8 +313,6 @@ def run(args, time_ms=None, on_compiled=None) -> dict:
                          "flex_decisions": {k: v - before.get(k, 0) for k, v in _flex_stats().items()}}
         compiled[mode] = fns
         print(f"kv_decode: {mode} compiled in " + " + ".join(f"{k} {v:.1f} s" for k, v in seconds.items()), flush=True)
-        if on_compiled:
-            on_compiled(mode)
 
     times = {mode: {name: [] for name in compiled[mode]} for mode in compiled}
     names = list(compiled)
@@ -401,7 +399,7 @@ def main(argv=None) -> int:
     parser.add_argument("--prompt", type=int, default=None,
                         help="prompt tokens per sequence (default: 512, at most half the cache)")
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--style", choices=tuple(STYLE_NAMES), default="llama",
+    parser.add_argument("--style", choices=tuple(decoder_styles.STYLES), default="llama",
                         help="the decoder's widths (studies/decoder_styles.py)")
     parser.add_argument("--dim", type=int, default=None, help="override the style's hidden size")
     parser.add_argument("--vocab", type=int, default=None, help="override the style's vocabulary")

@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import sys
 import time
 
-from torchgen_ah.evaluation.studies import kv_decode
+from torchgen_ah.evaluation.studies import decoder_styles, kv_decode
+from torchgen_ah.evaluation.zoo_worker import geometric_mean
 
 SECTION = "kv_decode_matrix"
 SLOW_MODES = ("default", "default_flex")
@@ -117,10 +117,6 @@ def _write(path: str, runs: list[dict]) -> None:
         json.dump({"runs": runs}, handle, indent=1, allow_nan=False)
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def report(runs: list[dict], command: str) -> str:
     """The ``kv_decode_matrix`` section: a row per (model, batch, context), the modes against off."""
     measured = [r for r in runs if "results" in r]
@@ -181,8 +177,9 @@ def report(runs: list[dict], command: str) -> str:
             f"{'-' if share is None else f'{share:.0%}'} | {off.get('prefill_ms', float('nan')):.2f} | "
             f"{off['decode_spread']:.0%} | " + " | ".join(cells) + " |")
     lines += ["", "Over the points each mode ran (geometric means): "
-              + "; ".join(f"{m} decode {_geomean(ratios[m]):.3f}x off, compile {_geomean(compile_x[m]):.2f}x off "
-                          f"({len(ratios[m])} points)" for m in modes if ratios[m])
+              + "; ".join(f"{m} decode {geometric_mean(ratios[m]):.3f}x off, "
+                          f"compile {geometric_mean(compile_x[m]):.2f}x off ({len(ratios[m])} points)"
+                          for m in modes if ratios[m])
               + (f". Off compiled prefill + decode in {min(off_compile):.1f}-{max(off_compile):.1f} s (first calls "
                  "in the shared process)." if off_compile else "."),
               "", "Largest difference of a mode's decode logits from off's: "
@@ -228,8 +225,6 @@ def main(argv=None) -> int:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 return command_line.fail("kv_matrix", ValueError(f"{path}: not a kv_matrix --json file ({exc})"))
         return publish_report(report(runs, command), {"runs": runs}, SECTION, None, args.results)
-    from torchgen_ah.evaluation.studies import decoder_styles
-
     args.styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     unknown = [s for s in args.styles if s not in decoder_styles.STYLES]
     if unknown:
