@@ -89,6 +89,8 @@ def test_bad_arguments_and_a_file_that_is_not_a_matrix_are_named(tmp_path, capsy
     other.write_text(json.dumps({"config": {}}))
     assert kv_matrix.main(["--combine", str(other)]) == 2
     assert f"{other}: not a kv_matrix --json file" in capsys.readouterr().err
+    assert kv_matrix.main(["--skip-measured", str(tmp_path / "gone.json")]) == 2
+    assert "gone.json: not a kv_matrix --json file" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -116,3 +118,15 @@ def test_the_command_compiles_each_point_writes_it_and_reports_every_mode_agains
     assert "<!-- BEGIN kv_decode_matrix -->" in text and "| model | batch | context |" in text
     assert text.count("| moe | ") == 2 and text.count("| qwen2 | ") == 2
     assert "off_frozen decode" in text and "(4 points)" in text
+    # a second call measures only what the first did not: (moe, 3), not (moe, 2) again
+    more = tmp_path / "more.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "torchgen_ah.evaluation.studies.kv_matrix", "--device", "cpu", "--tiny",
+         "--styles", "moe", "--batches", "2,3", "--contexts", "32", "--layers", "1", "--modes", "off",
+         "--rounds", "2", "--json", str(more), "--skip-measured", str(out)],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "4 points measured before are left out; 1 to measure" in run.stdout
+    assert [r["config"]["batch"] for r in json.loads(more.read_text())["runs"]] == [3]
+    assert kv_matrix.main(["--combine", str(out), str(more), "--results", str(results)]) == 0
+    assert results.read_text().count("| moe | ") == 3

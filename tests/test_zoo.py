@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 
 import pytest
 from cpu_fp8 import rowwise_on_cpu
@@ -128,6 +129,11 @@ def test_a_section_of_its_own_leaves_the_main_zoo_table_alone(tmp_path, capsys):
     own = text.split("<!-- BEGIN zoo_h100 -->\n")[1].split("<!-- END zoo_h100 -->")[0]
     assert own.startswith("### On an H100\n") and "| m | infer | 10.0 |" in own
     assert f"--combine {rows} --section zoo_h100 --heading '### On an H100'" in own  # the command reruns it
+    heading = "### The zoo's H100 run"  # a quote in the heading still gives a command a shell reruns as is
+    assert zoo.main(["--combine", str(rows), "--out", str(tmp_path / "out"), "--results", str(results_md),
+                     "--section", "zoo_h100", "--heading", heading]) == 0
+    command = results_md.read_text().split("Command: `")[-1].split("`")[0]
+    assert shlex.split(command)[-2:] == ["--heading", heading]
     capsys.readouterr()
     assert zoo.main(["--combine", str(rows), "--out", str(tmp_path / "o"), "--section", "zoo h100"]) == 2
     assert zoo.main(["--combine", str(rows), "--out", str(tmp_path / "o"), "--heading", "On an H100"]) == 2

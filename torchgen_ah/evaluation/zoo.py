@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import os
+import shlex
 import sys
 import time
 
@@ -185,9 +186,9 @@ def _section_arguments(args) -> str:
     """The command line's words that choose the report and its section, to print in the report's command."""
     words = " --report quality" if args.report == "quality" else ""
     if args.section:
-        words += f" --section {args.section}"
+        words += f" --section {shlex.quote(args.section)}"
     if args.heading:
-        words += f" --heading '{args.heading}'"
+        words += f" --heading {shlex.quote(args.heading)}"
     return words
 
 

@@ -5,7 +5,7 @@ token, time to first token and the share of the weight-streaming roofline.
     python -m torchgen_ah.evaluation.studies.kv_matrix [--styles llama,qwen2,mistral,moe] [--batches 1,8,32]
         [--contexts 512,2048] [--attention sdpa|flex] [--layers 2]
         [--modes off,off_frozen,fast,quality,default] [--slow-at 8:2048] [--rounds 7] [--budget-s 500]
-        [--json OUT.json] [--results benchmarks/RESULTS.md]
+        [--json OUT.json] [--skip-measured EARLIER.json ...] [--results benchmarks/RESULTS.md]
     python -m torchgen_ah.evaluation.studies.kv_matrix --combine A.json B.json [--results benchmarks/RESULTS.md]
 
 The models are ``decoder_styles.STYLES`` (each at its named model's widths, ``--layers`` layers). A point's
@@ -14,6 +14,8 @@ to first token) a prompt of min(512, context / 2) tokens. ``default`` and ``defa
 autotuning per point, so they run only at the ``--slow-at`` points (batch:context; ``all`` for every point).
 Each point's figures are written to ``--json`` as soon as it is timed, so a run stopped by its time limit
 keeps what it measured; a point starts only while the budget holds it (1.2x the longest point so far).
+``--skip-measured`` leaves out the points an earlier run's ``--json`` measured, so a second device call
+measures only what the first one's budget cut; ``--combine`` reports both files together.
 """
 
 from __future__ import annotations
@@ -87,7 +89,10 @@ def run(args) -> list[dict]:
 
     started = time.perf_counter()
     runs, longest = [], 0.0
-    todo = points(args.styles, args.batches, args.contexts)
+    done = getattr(args, "measured", set())
+    todo = [p for p in points(args.styles, args.batches, args.contexts) if p not in done]
+    if done:
+        print(f"kv_matrix: {len(done)} points measured before are left out; {len(todo)} to measure", flush=True)
     for number, (style, batch, context) in enumerate(todo, 1):
         spent = time.perf_counter() - started
         if runs and args.budget_s - spent < 1.2 * longest:
@@ -120,7 +125,8 @@ def _write(path: str, runs: list[dict]) -> None:
 def report(runs: list[dict], command: str) -> str:
     """The ``kv_decode_matrix`` section: a row per (model, batch, context), the modes against off."""
     measured = [r for r in runs if "results" in r]
-    skipped = [p for r in runs for p in r.get("skipped_points", [])]
+    seen = {measured_point(r) for r in measured}
+    skipped = [p for r in runs for p in r.get("skipped_points", []) if tuple(p) not in seen]
     if not measured:
         return "## Decoding with a KV cache, model by model\n\nNo point was measured."
     first = measured[0]
@@ -190,6 +196,28 @@ def report(runs: list[dict], command: str) -> str:
     return "\n".join(lines)
 
 
+def measured_point(run_figures: dict) -> tuple[str, int, int]:
+    """The (style, batch, context) of one measured point of a ``--json`` file."""
+    config = run_figures["config"]
+    return config["style"], config["batch"], config["context"]
+
+
+def read_runs(paths: list[str]) -> list[dict]:
+    """The runs of these ``--json`` files, in order; a file that is not one is named in the error."""
+    runs = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found = json.load(handle)["runs"]
+            for r in found:
+                if "results" in r:
+                    measured_point(r)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a kv_matrix --json file ({exc!r})") from None
+        runs += found
+    return runs
+
+
 def main(argv=None) -> int:
     from ah_plugin.report import command_line
     from torchgen_ah.evaluation.results_section import publish_report
@@ -209,6 +237,8 @@ def main(argv=None) -> int:
                         help="HBM bandwidth in TB/s (default: from the GPU's name)")
     parser.add_argument("--json", help="write the figures here (after every point)")
     parser.add_argument("--results", help="write the table as a section of this markdown file")
+    parser.add_argument("--skip-measured", nargs="+", metavar="JSON", default=[],
+                        help="leave out the points these earlier --json files measured")
     parser.add_argument("--combine", nargs="+", metavar="JSON",
                         help="report on these runs' --json files together (no GPU needed)")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help=argparse.SUPPRESS)
@@ -216,15 +246,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     command = "python -m torchgen_ah.evaluation.studies.kv_matrix " + " ".join(
         argv if argv is not None else sys.argv[1:])
+    try:
+        earlier = read_runs(args.combine or args.skip_measured)
+    except ValueError as exc:
+        return command_line.fail("kv_matrix", exc)
     if args.combine:
-        runs = []
-        for path in args.combine:
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    runs += json.load(handle)["runs"]
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                return command_line.fail("kv_matrix", ValueError(f"{path}: not a kv_matrix --json file ({exc})"))
-        return publish_report(report(runs, command), {"runs": runs}, SECTION, None, args.results)
+        return publish_report(report(earlier, command), {"runs": earlier}, SECTION, None, args.results)
+    args.measured = {measured_point(r) for r in earlier if "results" in r}
     args.styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     unknown = [s for s in args.styles if s not in decoder_styles.STYLES]
     if unknown:
