@@ -14,6 +14,10 @@ from __future__ import annotations
 import statistics
 import sys
 
+# Inductor's cache of whole compiled graphs, off for every compile of a shared process: its key leaves out the
+# neutral options, so a control compiled after off (the same graph, options differing only there) loaded off's
+# compiled graph, in about a tenth of off's seconds, and no compile time of a mode could be compared with it
+NO_GRAPH_CACHE = {"fx_graph_cache": False}
 # Inductor options that change nothing when set to their current value
 NEUTRAL_KEYS = ("trace.enabled", "verbose_progress", "debug_index_asserts", "comment_origin",
                 "profiler_mark_wrapper_call")

@@ -87,7 +87,7 @@ def measure(torch, built, spec: dict) -> dict:
     options = []
     for mode in modes:
         with plugin_scope(ah_plugin, mode):
-            options.append(mode_options(mode, cudagraphs))
+            options.append({**mode_options(mode, cudagraphs), **one_process.NO_GRAPH_CACHE})
     with torch.enable_grad() if built.train else torch.no_grad():
         compiled = _compile(torch, built, dict(zip(modes, one_process.distinct_options(options))), inputs, sync)
         per_window, windows = _time({mode: c["steps"] for mode, c in compiled.items()}, batches, spec, sync)
@@ -99,7 +99,8 @@ def measure(torch, built, spec: dict) -> dict:
                         "compile_calls": [round(s, 3) for s in c["seconds"]], "code": code_fingerprint(c["codes"]),
                         "code_summary": code_summary(c["codes"]), "result_error": max(checked) if checked else None,
                         "plugin": c["plugin"], **({"step_ms_by_batch": by_batch} if built.entry.batches else {})}
-    return {"modes": list(modes), "steps_per_window": per_window, "windows_ms": windows, "steps": fields}
+    return {"modes": list(modes), "steps_per_window": per_window, "windows_ms": windows, "steps": fields,
+            "whole_graph_cache": False}
 
 
 def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
