@@ -91,6 +91,11 @@ def test_bad_arguments_and_a_file_that_is_not_a_matrix_are_named(tmp_path, capsy
     assert f"{other}: not a kv_matrix --json file" in capsys.readouterr().err
     assert kv_matrix.main(["--skip-measured", str(tmp_path / "gone.json")]) == 2
     assert "gone.json: not a kv_matrix --json file" in capsys.readouterr().err
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"runs": []}))
+    with pytest.raises(SystemExit):
+        kv_matrix.main(["--skip-measured", str(earlier), "--json", str(earlier)])
+    assert "is also given to --skip-measured: the run would overwrite" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -126,7 +131,7 @@ def test_the_command_compiles_each_point_writes_it_and_reports_every_mode_agains
          "--rounds", "2", "--json", str(more), "--skip-measured", str(out)],
         capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "4 points measured before are left out; 1 to measure" in run.stdout
+    assert "1 of its points were measured before and are left out; 1 to measure" in run.stdout
     assert [r["config"]["batch"] for r in json.loads(more.read_text())["runs"]] == [3]
     assert kv_matrix.main(["--combine", str(out), str(more), "--results", str(results)]) == 0
     assert results.read_text().count("| moe | ") == 3

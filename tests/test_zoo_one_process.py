@@ -164,6 +164,13 @@ def test_compile_is_estimated_in_one_process_where_every_mode_lowered_its_graph_
     line = next(line for line in text.splitlines() if line.startswith("| flex |"))
     assert "| 1.05 (fresh 1.25) | 1.000 (1.000-1.000) | yes |" in line and line.endswith("| met |")
     assert "| 2.00 / 1.000 (1.000-1.000) |" in line and "(Inductor's whole-graph cache off)" in text
+    # fast compiled before off (cold), or the control before off (cold): no estimate, the fresh ratio judges
+    for order in (["fast", "off", "quality", "off_again"], ["off_again", "off", "fast", "quality"]):
+        moved = [*rows[:4], {**_one_row("flex", order, windows, **steps), "whole_graph_cache": False}]
+        assert zoo_report.summarize(moved)["flex"]["modes"]["fast"]["compile_source"] == zoo_report.FRESH_SOURCE
+    # the quality report judges its own bar on fresh processes' compile
+    assert zoo_report.summarize(rows, estimate_compile=False)["flex"]["modes"]["fast"]["compile_ratio"] == \
+        pytest.approx(1.25)
     # a process that kept the cache (older rows): its seconds say nothing of compile; the fresh ratio judges
     cached = [*rows[:4], _one_row("flex", modes, windows, **steps)]
     fast = zoo_report.summarize(cached)["flex"]["modes"]["fast"]

@@ -263,7 +263,7 @@ def main(argv=None) -> int:
         rows = compile_cost.combined_results("zoo", args.combine.split(","))
         if isinstance(rows, int):
             return rows
-        command = f"{PROG} --combine {args.combine}" + _section_arguments(args)
+        command = f"{PROG} --combine {shlex.quote(args.combine)}" + _section_arguments(args)
         write_report(report_text(args.report, rows, command, note=args.note), args.out, args.results, args.report,
                      args.section, args.heading)
         return 0
@@ -288,7 +288,7 @@ def main(argv=None) -> int:
                       done_in(_names(args.skip_done)))
     status = run_plan(steps, args, device, result_path)
     rows = compile_cost.read_results(result_path)
-    command = f"{PROG} " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = f"{PROG} " + shlex.join(argv if argv is not None else sys.argv[1:])
     write_report(report_text(args.report, rows, command, status), args.out, args.results, args.report,
                  args.section, args.heading)
     return 0 if any("step_ms" in r or "steps" in r for r in rows) else 1

@@ -2,8 +2,11 @@
 its own plugin scope, then timed with interleaved windows (``one_process``).
 
 On the H200 the same compiled code stepped 2-20% apart across fresh processes but 0.1-0.3% apart in one
-process with interleaved windows, so the zoo's step ratios come from here; compile stays the per-mode fresh
-processes' wall time (``zoo_worker``; the seconds recorded here are of a shared, warm process). Phases:
+process with interleaved windows, so the zoo's step ratios come from here. Compile is the per-mode fresh
+processes' wall time (``zoo_worker``), or estimated from here where it can be: every mode is compiled with
+Inductor's whole-graph cache off (``one_process.NO_GRAPH_CACHE``; with it the control ``off_again`` loaded
+off's compiled graph), so each lowers its graph and generates its code, finding off's compiled kernels; the
+first mode after off less the control is what that mode adds to off's compile (``zoo_report``). Phases:
 
 1. compile: per mode, in the order given, Dynamo's memory of changing sizes cleared (the mode compiles the
    graphs a fresh process would), the mode's plugin scope entered, ``torch.compile`` with the mode's options

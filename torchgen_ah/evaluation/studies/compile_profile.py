@@ -3,13 +3,14 @@ in the order given, each as the zoo's one-process judging compiles it (its plugi
 distinct), the chosen ones under cProfile, and the functions that took more time in one than in the other.
 
     python -m torchgen_ah.evaluation.studies.compile_profile --model flex_prefill_document
-        [--modes off,off_again,fast] [--profile off_again,fast] [--out DIR] [--device cuda]
+        [--modes off,off_again,fast] [--profile off_again,fast] [--out DIR] [--device cuda] [--no-cudagraphs]
 
 Fresh processes compile the same code up to 36% apart on the GPU machine (the two off processes of a
 FlexAttention model: 6.6 and 9.0 s), so a fresh-process ratio cannot say where a mode's extra second goes.
 In one process, a mode compiled after off finds off's compiled kernels in the caches (Inductor's caches of
 whole graphs are switched off, so every mode lowers and generates its code); ``off_again`` is the control. Profiled compiles run slower than plain ones (cProfile's own cost, most on Python-heavy phases);
-the diff compares two profiled compiles, so the cost hits both. Output: per mode the wall seconds of its
+the diff compares two profiled compiles, so the cost hits both. cProfile sees this thread only: work in
+Inductor's compile workers shows as time waiting on their results. Output: per mode the wall seconds of its
 first calls, its Dynamo graphs and whether its code is off's; per profiled mode ``DIR/<model>_<mode>.txt``
 (top functions by cumulative and own time); for the last two profiled modes ``DIR/<model>_diff.txt``, the
 functions by the cumulative seconds the second spent over the first.
@@ -32,7 +33,13 @@ def function_seconds(profiler, own: bool = False) -> dict[str, float]:
     counts it), or with ``own`` the function's own time without its callees."""
     stats = pstats.Stats(profiler)
     column = 2 if own else 3
-    return {f"{os.path.basename(f)}:{line}({name})": row[column] for (f, line, name), row in stats.stats.items()}
+    return {f"{_short(f)}:{line}({name})": row[column] for (f, line, name), row in stats.stats.items()}
+
+
+def _short(path: str) -> str:
+    """A source file by its last two path parts (``flex/flex_attention.py``): short, and two packages'
+    ``__init__.py`` stay apart."""
+    return "/".join(path.replace(os.sep, "/").split("/")[-2:])
 
 
 def extra_time(first: dict[str, float], second: dict[str, float], top: int = 30) -> list[tuple[str, float, float]]:
@@ -56,9 +63,10 @@ def diff_text(first_mode: str, second_mode: str, first, second) -> str:
     return "\n".join(lines[1:]) + "\n"
 
 
-def compile_modes(torch, built, modes: list[str], profiled: set[str], sync) -> dict[str, dict]:
-    """{mode: {"seconds", "graphs", "code", "profiler"}}: each mode compiled and called once per batch size,
-    in order, in its plugin scope; ``profiler`` (a cProfile.Profile) for the modes in ``profiled``."""
+def compile_modes(torch, built, modes: list[str], profiled: set[str], sync, cudagraphs: bool) -> dict[str, dict]:
+    """{mode: {"seconds", "graphs", "code", "profiler"}}: each mode compiled and called twice per batch size
+    (the zoo's first call and its settling call, where CUDA graphs record), in order, in its plugin scope;
+    ``profiler`` (a cProfile.Profile) for the modes in ``profiled``."""
     import ah_plugin
     from ah_plugin.inductor import compile_tools
     from ah_plugin.inductor.generated_code_capture import capturing_code
@@ -73,7 +81,7 @@ def compile_modes(torch, built, modes: list[str], profiled: set[str], sync) -> d
         with zoo_one_process.plugin_scope(ah_plugin, mode):
             # every mode lowers and generates its code (with the whole-graph cache a control after off loaded
             # off's compiled graph: 0.3 s of off's 11 s on the CPU); only compiled kernels are reused
-            options.append({**zoo_one_process.mode_options(mode, cudagraphs=False), **one_process.NO_GRAPH_CACHE})
+            options.append({**zoo_one_process.mode_options(mode, cudagraphs), **one_process.NO_GRAPH_CACHE})
     out = {}
     grad = torch.enable_grad() if built.train else torch.no_grad()
     with grad:
@@ -87,7 +95,7 @@ def compile_modes(torch, built, modes: list[str], profiled: set[str], sync) -> d
                          for args in inputs.values()]
                 sync()
                 seconds = 0.0
-                for step in steps:
+                for step in steps + steps:
                     seconds += _timed(step, profiler, sync)
             out[mode] = {"seconds": seconds, "graphs": compile_tools.dynamo_graph_count() - graphs,
                          "code": code_fingerprint(codes), "profiler": profiler}
@@ -127,6 +135,8 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", default="off_again,fast", help="the modes compiled under cProfile")
     parser.add_argument("--out", default=".", help="folder for the profiles and the diff")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--no-cudagraphs", action="store_true",
+                        help="compile without CUDA graphs (the zoo compiles with them on a GPU, as here by default)")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     profiled = [m.strip() for m in args.profile.split(",") if m.strip()]
@@ -144,10 +154,15 @@ def main(argv=None) -> int:
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
+        shutil.rmtree(caches, ignore_errors=True)
         return command_line.fail(PROG, RuntimeError("--device cuda needs a CUDA GPU (or pass --device cpu)"))
-    built = zoo_models.build(torch, args.model, args.device)
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    compiled = compile_modes(torch, built, modes, set(profiled), sync)
+    try:
+        built = zoo_models.build(torch, args.model, args.device)
+        sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+        cudagraphs = args.device == "cuda" and not args.no_cudagraphs
+        compiled = compile_modes(torch, built, modes, set(profiled), sync, cudagraphs)
+    finally:
+        shutil.rmtree(caches, ignore_errors=True)
     print(report(args.model, compiled, compiled["off"]["code"] if "off" in compiled else None))
     for mode in profiled:
         path = os.path.join(args.out, f"{args.model}_{mode}.txt")
@@ -160,7 +175,6 @@ def main(argv=None) -> int:
         with open(os.path.join(args.out, f"{args.model}_diff.txt"), "w", encoding="utf-8") as handle:
             handle.write(text)
         print(text)
-    shutil.rmtree(caches, ignore_errors=True)
     return 0
 
 

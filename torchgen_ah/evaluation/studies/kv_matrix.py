@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sys
 import time
 
@@ -90,9 +91,11 @@ def run(args) -> list[dict]:
     started = time.perf_counter()
     runs, longest = [], 0.0
     done = getattr(args, "measured", set())
-    todo = [p for p in points(args.styles, args.batches, args.contexts) if p not in done]
-    if done:
-        print(f"kv_matrix: {len(done)} points measured before are left out; {len(todo)} to measure", flush=True)
+    grid = points(args.styles, args.batches, args.contexts)
+    todo = [p for p in grid if p not in done]
+    if len(todo) < len(grid):
+        print(f"kv_matrix: {len(grid) - len(todo)} of its points were measured before and are left out; {len(todo)} to measure",
+              flush=True)
     for number, (style, batch, context) in enumerate(todo, 1):
         spent = time.perf_counter() - started
         if runs and args.budget_s - spent < 1.2 * longest:
@@ -252,7 +255,12 @@ def main(argv=None) -> int:
         return command_line.fail("kv_matrix", exc)
     if args.combine:
         return publish_report(report(earlier, command), {"runs": earlier}, SECTION, None, args.results)
-    args.measured = {measured_point(r) for r in earlier if "results" in r}
+    if args.json and any(os.path.realpath(args.json) == os.path.realpath(p) for p in args.skip_measured):
+        parser.error(f"--json {args.json} is also given to --skip-measured: the run would overwrite the points it "
+                     "leaves out (write to a new file and --combine both)")
+    # a point counts as measured only under this run's attention and layers (another's is another model)
+    args.measured = {measured_point(r) for r in earlier if "results" in r
+                     and (r["config"].get("attention"), r["config"].get("layers")) == (args.attention, args.layers)}
     args.styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     unknown = [s for s in args.styles if s not in decoder_styles.STYLES]
     if unknown:
