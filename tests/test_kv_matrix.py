@@ -135,3 +135,25 @@ def test_the_command_compiles_each_point_writes_it_and_reports_every_mode_agains
     assert [r["config"]["batch"] for r in json.loads(more.read_text())["runs"]] == [3]
     assert kv_matrix.main(["--combine", str(out), str(more), "--results", str(results)]) == 0
     assert results.read_text().count("| moe | ") == 3
+
+
+def _measured(style, batch, context, fast_ms):
+    config = {"style": style, "batch": batch, "context": context, "layers": 2, "attention": "sdpa", "rounds": 7,
+              "hbm_tbs": 3.35, "modes": ["off", "fast"], "prompt": 512}
+
+    def mode(ms):
+        return {"decode_ms": ms, "tokens_per_s": batch / ms * 1e3, "compile_s": {"decode": 2.0, "prefill": 2.0},
+                "decode_spread": 0.01, "prefill_ms": 1.0, "roofline_share": 0.5, "max_diff": 0.0}
+
+    return {"config": config, "torch": "2.11", "device": "GPU", "results": {"off": mode(0.2), "fast": mode(fast_ms)}}
+
+
+def test_the_report_names_failed_points_once_and_a_point_measured_later_is_not_listed_as_missing():
+    first = [_measured("llama", 1, 2048, 0.2), {"skipped_points": [["mistral", 32, 2048], ["moe", 1, 2048]]}]
+    second = [{"failed_point": ["mistral", 32, 2048], "error": "OutOfMemoryError: CUDA out of memory"},
+              _measured("moe", 1, 2048, 0.21), {"skipped_points": [["moe", 8, 2048]]}]
+    text = kv_matrix.report(first + second, "cmd", note="Two device calls.")
+    assert "Command: `cmd` on GPU (torch 2.11).\n\nTwo device calls.\n" in text
+    assert "Failed: mistral b32 c2048 (OutOfMemoryError: CUDA out of memory)." in text
+    assert text.endswith("Not measured (the budget ran out): moe b8 c2048.")
+    assert "fast decode 1.025x off (range 1.000-1.050)" in text

@@ -24,6 +24,7 @@ import argparse
 import gc
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -108,8 +109,12 @@ def run(args) -> list[dict]:
         point = _point_args(args, style, batch, context, spent)
         began = time.perf_counter()
         time_ms = _cpu_time_ms if args.device == "cpu" else None
-        figures = kv_decode.run(point, time_ms=time_ms)
-        runs.append(figures)
+        try:
+            runs.append(kv_decode.run(point, time_ms=time_ms))
+        except Exception as exc:  # one point's failure (the GPU's memory, a compile) ends that point only
+            why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            print(f"kv_matrix: {style} batch {batch} context {context} failed: {why}", flush=True)
+            runs.append({"failed_point": [style, batch, context], "error": why})
         longest = max(longest, time.perf_counter() - began)
         torch.compiler.reset()  # each point recompiles the same code objects: stay under Dynamo's cache limit
         gc.collect()
@@ -125,11 +130,13 @@ def _write(path: str, runs: list[dict]) -> None:
         json.dump({"runs": runs}, handle, indent=1, allow_nan=False)
 
 
-def report(runs: list[dict], command: str) -> str:
+def report(runs: list[dict], command: str, note: str | None = None) -> str:
     """The ``kv_decode_matrix`` section: a row per (model, batch, context), the modes against off."""
     measured = [r for r in runs if "results" in r]
     seen = {measured_point(r) for r in measured}
-    skipped = [p for r in runs for p in r.get("skipped_points", []) if tuple(p) not in seen]
+    failed = [r for r in runs if "failed_point" in r and tuple(r["failed_point"]) not in seen]
+    seen |= {tuple(r["failed_point"]) for r in failed}
+    skipped = list(dict.fromkeys(tuple(p) for r in runs for p in r.get("skipped_points", []) if tuple(p) not in seen))
     if not measured:
         return "## Decoding with a KV cache, model by model\n\nNo point was measured."
     first = measured[0]
@@ -143,6 +150,7 @@ def report(runs: list[dict], command: str) -> str:
         "",
         f"Command: `{command}` on {', '.join(devices)} (torch {first['torch']}).",
         "",
+        *([note, ""] if note else []),
         f"Decoders of {config['layers']} layers at the widths of the named models (`decoder_styles.py`: llama = "
         "TinyLlama-1.1B, qwen2 = Qwen2-1.5B, mistral = Mistral-7B, moe = 8 experts, top 2, at llama's width, every "
         f"expert run on every token), {config['attention'].upper()} attention over a static cache, bf16. Per point "
@@ -186,13 +194,18 @@ def report(runs: list[dict], command: str) -> str:
             f"{'-' if share is None else f'{share:.0%}'} | {off.get('prefill_ms', float('nan')):.2f} | "
             f"{off['decode_spread']:.0%} | " + " | ".join(cells) + " |")
     lines += ["", "Over the points each mode ran (geometric means): "
-              + "; ".join(f"{m} decode {geometric_mean(ratios[m]):.3f}x off, "
-                          f"compile {geometric_mean(compile_x[m]):.2f}x off ({len(ratios[m])} points)"
-                          for m in modes if ratios[m])
-              + (f". Off compiled prefill + decode in {min(off_compile):.1f}-{max(off_compile):.1f} s (first calls "
-                 "in the shared process)." if off_compile else "."),
+              + "; ".join(f"{m} decode {geometric_mean(ratios[m]):.3f}x off (range {min(ratios[m]):.3f}-"
+                          f"{max(ratios[m]):.3f}), compile {geometric_mean(compile_x[m]):.2f}x off's "
+                          f"({len(ratios[m])} points)" for m in modes if ratios[m])
+              + (f". Off compiled prefill + decode in {min(off_compile):.1f}-{max(off_compile):.1f} s. Compile is "
+                 "the first calls in the shared process, where a mode compiled after off finds off's kernels "
+                 "compiled: the ratios rank the modes' own work, they are not fresh-process ratios."
+                 if off_compile else "."),
               "", "Largest difference of a mode's decode logits from off's: "
               + ", ".join(f"{m} {v:.0e}" for m, v in worst_diff.items()) + "."]
+    if failed:
+        lines += ["", "Failed: " + "; ".join(f"{s} b{b} c{c} ({r['error'][:160]})"
+                                           for r in failed for s, b, c in [r["failed_point"]]) + "."]
     if skipped:
         lines += ["", "Not measured (the budget ran out): "
                   + ", ".join(f"{s} b{b} c{c}" for s, b, c in skipped) + "."]
@@ -244,17 +257,20 @@ def main(argv=None) -> int:
                         help="leave out the points these earlier --json files measured")
     parser.add_argument("--combine", nargs="+", metavar="JSON",
                         help="report on these runs' --json files together (no GPU needed)")
+    parser.add_argument("--note", help="with --combine: a paragraph printed under the command (how the runs were made)")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help=argparse.SUPPRESS)
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    command = "python -m torchgen_ah.evaluation.studies.kv_matrix " + " ".join(
-        argv if argv is not None else sys.argv[1:])
+    words = list(argv if argv is not None else sys.argv[1:])
+    if args.combine:  # the command that rewrites the section: the files and where, the note shown beneath it
+        words = ["--combine", *args.combine] + (["--results", args.results] if args.results else [])
+    command = "python -m torchgen_ah.evaluation.studies.kv_matrix " + shlex.join(words)
     try:
         earlier = read_runs(args.combine or args.skip_measured)
     except ValueError as exc:
         return command_line.fail("kv_matrix", exc)
     if args.combine:
-        return publish_report(report(earlier, command), {"runs": earlier}, SECTION, None, args.results)
+        return publish_report(report(earlier, command, args.note), {"runs": earlier}, SECTION, None, args.results)
     if args.json and any(os.path.realpath(args.json) == os.path.realpath(p) for p in args.skip_measured):
         parser.error(f"--json {args.json} is also given to --skip-measured: the run would overwrite the points it "
                      "leaves out (write to a new file and --combine both)")
