@@ -123,6 +123,9 @@ def test_the_command_compiles_each_point_writes_it_and_reports_every_mode_agains
     assert "<!-- BEGIN kv_decode_matrix -->" in text and "| model | batch | context |" in text
     assert text.count("| moe | ") == 2 and text.count("| qwen2 | ") == 2
     assert "off_frozen decode" in text and "(4 points)" in text
+    # each point's generated code is hashed: the report counts where a mode's equals off's
+    assert "Off's very code (the generated code's hash equal to off's): off_frozen at " in text and " of 4" in text
+    assert all(len(r["results"][m]["code"]) == 16 for r in runs for m in ("off", "off_frozen"))
     # a second call measures only what the first did not: (moe, 3), not (moe, 2) again
     more = tmp_path / "more.json"
     run = subprocess.run(

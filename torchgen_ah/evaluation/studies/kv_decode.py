@@ -252,6 +252,8 @@ def run(args, time_ms=None) -> dict:
 
     import ah_plugin
     from ah_plugin.inductor import compile_tools
+    from ah_plugin.inductor.generated_code_capture import capturing_code
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary
 
     time_ms = time_ms or compile_tools.replay_time_ms
     device = args.device
@@ -289,7 +291,7 @@ def run(args, time_ms=None) -> dict:
         fns, seconds = {}, {}
         failed = None
         try:
-            with deadline(left), _scope(ah_plugin, mode), torch.no_grad():
+            with deadline(left), _scope(ah_plugin, mode), torch.no_grad(), capturing_code() as codes:
                 for name, fn, call in (("decode", model.decode, (token, decode_positions, d_mask)),
                                        ("prefill", model.prefill, (prompt, prompt_positions, p_mask))):
                     compiled_fn = torch.compile(fn, **_compile_args(mode))
@@ -308,7 +310,8 @@ def run(args, time_ms=None) -> dict:
         if reference is None:
             reference = decode_out
         results[mode] = {"compile_s": seconds, "max_diff": (decode_out - reference).abs().max().item(),
-                         "prefill_failed": failed,
+                         "prefill_failed": failed, "code": code_fingerprint(codes),
+                         "templates": code_summary(codes)["templates"],
                          "graphs": compile_tools.dynamo_graph_count() - graphs_before,
                          "flex_decisions": {k: v - before.get(k, 0) for k, v in _flex_stats().items()}}
         compiled[mode] = fns

@@ -166,6 +166,7 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
     ]
     ratios = {m: [] for m in modes}
     compile_x = {m: [] for m in modes}
+    same_code = {m: [] for m in modes}  # per point where both recorded it: whether the mode generated off's code
     off_compile, worst_diff = [], {}
     for r in measured:
         c, results = r["config"], r["results"]
@@ -186,6 +187,8 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
                 ratios[m].append(x)
                 compile_x[m].append(sum(res["compile_s"].values()) / off_compile[-1])
                 worst_diff[m] = max(worst_diff.get(m, 0.0), res["max_diff"])
+                if res.get("code") and off.get("code"):
+                    same_code[m].append((f"{c['style']} b{c['batch']} c{c['context']}", res["code"] == off["code"]))
                 prefill = f" ({res['prefill_ms'] / off['prefill_ms']:.3f})" if "prefill_ms" in res else ""
                 cells.append(f"{x:.3f}{prefill}")
         share = off.get("roofline_share")
@@ -201,6 +204,7 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
                  "the first calls in the shared process, where a mode compiled after off finds off's kernels "
                  "compiled: the ratios rank the modes' own work, they are not fresh-process ratios."
                  if off_compile else "."),
+              *_code_lines(same_code),
               "", "Largest difference of a mode's decode logits from off's: "
               + ", ".join(f"{m} {v:.0e}" for m, v in worst_diff.items()) + "."]
     if failed:
@@ -210,6 +214,18 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
         lines += ["", "Not measured (the budget ran out): "
                   + ", ".join(f"{s} b{b} c{c}" for s, b, c in skipped) + "."]
     return "\n".join(lines)
+
+
+def _code_lines(same_code: dict) -> list[str]:
+    """Per mode, at how many points it generated off's very code (there its step can differ from off's only
+    by noise), naming the points where it did not; nothing for runs that did not record the code."""
+    parts = []
+    for mode, found in same_code.items():
+        if found:
+            other = [point for point, same in found if not same]
+            parts.append(f"{mode} at {len(found) - len(other)} of {len(found)}"
+                         + (f" (not at {', '.join(other)})" if other else ""))
+    return ["", "Off's very code (the generated code's hash equal to off's): " + "; ".join(parts) + "."] if parts else []
 
 
 def measured_point(run_figures: dict) -> tuple[str, int, int]:
