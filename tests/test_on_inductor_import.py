@@ -54,6 +54,24 @@ def test_the_hooks_go_in_when_inductor_is_first_imported(first_use):
         assert "mode='max-autotune' autotunes GEMMs only" in done.stderr, done.stderr[-3000:]
 
 
+def test_the_hooks_leave_the_cuda_graph_trees_to_torch():
+    """Inductor first imported in a worker thread: the hooks go in there, and they import nothing of the
+    CUDA-graph trees, whose import in a thread other than the main one aborted the process at exit in about
+    one run of six ("terminate called without an active exception"); torch imports them itself for a
+    compile with CUDA graphs. The contract's probe of their symbols waits for that import."""
+    code = ("import sys, threading, torch, ah_plugin\n"
+            "t = threading.Thread(target=lambda: __import__('torch._inductor.config')); t.start(); t.join()\n"
+            "from ah_plugin.inductor import contract\n"
+            "assert ah_plugin.status()['installed']\n"
+            "assert contract.check()['graph_trees_stream'] is None\n"
+            "print('trees', 'torch._inductor.cudagraph_trees' in sys.modules)\n"
+            "import torch._inductor.cudagraph_trees\n"
+            "print('probed', contract.probe(contract.BY_NAME['graph_trees_stream']))\n")
+    done = fresh(code, TORCHINDUCTOR_AUTOHEURISTIC_USE="mm")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "trees False" in done.stdout and "probed None" in done.stdout  # once imported, probed and present
+
+
 def test_switched_off_before_inductor_nothing_goes_in():
     code = ("import sys, torch, ah_plugin; ah_plugin.uninstall(); import torch._inductor.config; "
             "print('adapter' if 'ah_plugin.inductor.adapter' in sys.modules else 'none', ah_plugin.status()['installed'])")

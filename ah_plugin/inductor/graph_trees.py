@@ -8,11 +8,25 @@ only through this module. Checked on torch 2.11 and 2.13.
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import torch
 from torch._inductor import config as inductor_config
-from torch._inductor import cudagraph_trees
 
 from .. import replay_timing
+
+_TREES = "torch._inductor.cudagraph_trees"
+
+
+def _trees_module(create: bool):
+    """Inductor's CUDA-graph trees module, imported only where trees are to be made (torch imports it for a
+    compile with CUDA graphs): imported in a thread other than the main one, it aborts the process at exit
+    now and then (``contract.IMPORTED_BY_TORCH_ONLY``). None where it is not imported: there are no trees."""
+    module = sys.modules.get(_TREES)
+    if module is None and create:
+        module = importlib.import_module(_TREES)
+    return module
 
 
 def capture_stream(create: bool | None = None):
@@ -30,6 +44,9 @@ def capture_stream(create: bool | None = None):
     if create is None:
         create = bool(inductor_config.triton.cudagraphs)
     try:
+        cudagraph_trees = _trees_module(create)
+        if cudagraph_trees is None:
+            return None
         manager = cudagraph_trees.get_manager(torch.cuda.current_device(), create_if_none_exists=create)
     except Exception:  # not this torch's layout
         return None
@@ -43,6 +60,9 @@ def replay_time_ms(fn, **kwargs) -> float:
 
 
 def _tree_manager():
+    cudagraph_trees = _trees_module(create=False)
+    if cudagraph_trees is None:
+        return None
     return cudagraph_trees.get_container(torch.cuda.current_device()).tree_manager
 
 
@@ -58,7 +78,10 @@ def function_count() -> int | None:
 def first_graph():
     """The CUDA graph of the first function recorded in the current GPU's CUDA-graph trees, or None."""
     try:
-        nodes = next(iter(_tree_manager().roots.values()), [])
+        manager = _tree_manager()
+        if manager is None:
+            return None
+        nodes = next(iter(manager.roots.values()), [])
         return getattr(nodes[0], "graph", None) if nodes else None
     except (AttributeError, StopIteration):
         return None
