@@ -322,3 +322,32 @@ def test_the_one_process_environment_sets_no_plugin_variable(tmp_path):
 
     env, _ = compile_cost.mode_environment(compile_cost.API_ENVIRONMENT, str(tmp_path), base_env={})
     assert not [k for k in env if k.startswith(("AH_", "TORCHINDUCTOR_AUTOHEURISTIC"))]
+
+
+def test_compile_one_process_runs_the_judging_alone_and_takes_offs_compile_from_its_first_compile(capsys):
+    """With no process per mode, off compiled first in the one process (fresh caches) is off's compile, fast's
+    is estimated over the control there, and same-code and templates come from that process's code."""
+    steps = zoo.plan(["a", "b"], ["off", "fast", "off_again"], reps=1, one_process=True, per_mode=False)
+    assert steps == [(0, "a", zoo_one_process.ONE_PROCESS), (0, "b", zoo_one_process.ONE_PROCESS)]
+    modes = ["off", "fast", "off_again"]
+    windows = {"64": {"off": [1.0, 1.0, 1.0], "fast": [0.99, 0.99, 0.99], "off_again": [1.0, 1.001, 1.0]}}
+    steps_fields = {"off": {"compile_seconds_shared": 6.0, "code": "c0", "code_summary": {"templates": 0}},
+                    "fast": {"compile_seconds_shared": 2.3, "code": "c1", "code_summary": {"templates": 2}},
+                    "off_again": {"compile_seconds_shared": 1.7, "code": "c0", "code_summary": {"templates": 0}}}
+    rows = [{**_one_row("dec", modes, windows, **steps_fields), "whole_graph_cache": False}]
+    dec = zoo_report.summarize(rows)["dec"]
+    assert dec["off"]["compile_seconds"] == 6.0 and dec["off"]["compile_source"] == zoo_report.ONE_PROCESS_SOURCE
+    fast = dec["modes"]["fast"]
+    assert fast["compile_ratio"] == pytest.approx(6.6 / 6.0) and fast["fresh_compile_ratio"] is None
+    assert fast["same_code"] == "no" and fast["templates"] == 2 and fast["step_ratio"] == pytest.approx(0.99)
+    text = zoo_report.markdown(rows, "cmd")
+    line = next(line for line in text.splitlines() if line.startswith("| dec |"))
+    assert "| 6.0 |" in line and "| one | 1.10 | 0.990 (0.990-0.990) | no | 2 |" in line and line.endswith("| met |")
+    assert "Where procs reads one" in text
+    # off not first: its compile there found nothing compiled before it only by chance; no compile is judged
+    moved = [{**_one_row("dec", ["fast", "off", "off_again"], windows, **steps_fields), "whole_graph_cache": False}]
+    assert zoo_report.summarize(moved)["dec"]["off"]["compile_seconds"] is None
+    # the command line: --compile one_process needs off first and the control among the modes
+    assert zoo.main(["--models", "tiny_mlp", "--modes", "fast,off,off_again", "--compile", "one_process",
+                     "--out", "unused"]) == 2
+    assert "--modes starting with off and holding off_again (given: fast, off, off_again)" in capsys.readouterr().err

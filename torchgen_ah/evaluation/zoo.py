@@ -1,8 +1,8 @@
 """The model zoo: fast mode against max-autotune off on every kind of model a user brings, one command.
 
     python -m torchgen_ah.evaluation.zoo --out DIR [--models resnet50_cl,...] [--modes off,fast,off_again]
-        [--steps one_process|fresh|both] [--reps 1] [--once default] [--max-minutes 8.5] [--run-timeout 150]
-        [--results benchmarks/RESULTS.md]
+        [--steps one_process|fresh|both] [--compile fresh|one_process] [--reps 1] [--once default]
+        [--max-minutes 8.5] [--run-timeout 150] [--results benchmarks/RESULTS.md]
     python -m torchgen_ah.evaluation.zoo --combine A/results.jsonl,B/results.jsonl --results benchmarks/RESULTS.md
     python -m torchgen_ah.evaluation.zoo --list
 
@@ -13,9 +13,11 @@ model and repetition (``--steps one_process``, the default; ``zoo_one_process``)
 again, each inside its own plugin scope and with options made distinct (so Dynamo compiles each afresh), and
 times them with interleaved windows: on an H200 the same code stepped 2-20% apart across fresh processes and
 0.1-0.3% apart in one process. The modes' own processes then time no steps; ``--steps fresh`` times steps
-there instead (and runs no one-process judging), ``both`` does both. Repetitions are the outer loop, then
-models, then the model's modes, their order rotated from one model to the next, the one-process judging
-last: a model's processes run minutes apart at most. A time budget cuts whole models (the last ones), not one
+there instead (and runs no one-process judging), ``both`` does both. ``--compile one_process`` runs the
+one-process judging alone: off, compiled first there with fresh caches, gives off's compile, and the other
+modes' compile is estimated from their seconds there over the control's (``zoo_report``), a third of the
+processes per model. Repetitions are the outer loop, then models, then the model's modes, their order rotated
+from one model to the next, the one-process judging last: a model's processes run minutes apart at most. A time budget cuts whole models (the last ones), not one
 mode of a model: a model's next process starts only while the budget holds it and the model's other
 processes not run yet, each taken at 1.2x the model's longest process so far (at ``--min-start`` seconds
 before its first; the one-process judging at that times its modes). A model that cannot be built (a library
@@ -66,17 +68,17 @@ def rep_modes(modes: list[str], rep: int, once: set[str]) -> list[str]:
 
 
 def plan(models: list[str], modes: list[str], reps: int, once: set[str] = frozenset(),
-         one_process: bool = False) -> list[tuple]:
+         one_process: bool = False, per_mode: bool = True) -> list[tuple]:
     """(rep, model, mode) in run order: repetitions, then models, then the model's modes rotated by one
     place per model (and repetition), so no mode always runs first or right after another; ``once``
     modes in the first repetition only. ``one_process``: each model's modes end with the process that
-    judges their steps together (``ONE_PROCESS``)."""
+    judges their steps together (``ONE_PROCESS``); ``per_mode`` False (with it): that process alone."""
     out = []
     for rep in range(reps):
         these = rep_modes(modes, rep, once)
         for index, model in enumerate(models):
             shift = (rep + index) % len(these) if these else 0
-            out += [(rep, model, mode) for mode in these[shift:] + these[:shift]]
+            out += [(rep, model, mode) for mode in these[shift:] + these[:shift]] if per_mode else []
             out += [(rep, model, ONE_PROCESS)] if one_process and these else []
     return out
 
@@ -232,6 +234,12 @@ def main(argv=None) -> int:
                         help="where steps are timed: one_process, a process per model compiling every mode, "
                              "windows interleaved (the fresh processes then time none); fresh, each mode's own "
                              "process; both")
+    parser.add_argument("--compile", choices=("fresh", ONE_PROCESS), default="fresh",
+                        help="where compile is measured: fresh, a fresh process per (model, mode) besides the "
+                             "one-process judging; one_process, that judging alone (off compiled first there, with "
+                             "fresh caches, is off's fresh compile; the other modes estimated from their seconds over "
+                             "the control's): a third of the processes, for a zoo-wide run within a device call; "
+                             "needs --steps one_process and --modes starting with off and holding off_again")
     parser.add_argument("--windows", type=int, default=e2e_models.STEP_WINDOWS,
                         help="timed windows per step time (the median window's time per call; in one process, "
                              "rounds of one window per mode)")
@@ -280,11 +288,17 @@ def main(argv=None) -> int:
         return command_line.fail("zoo", ValueError(
             f"--steps {args.steps}: the modes judged in one process must include off and be of "
             f"{', '.join(ONE_PROCESS_MODES)} (given: {', '.join(modes)}); use --steps fresh"), 2)
+    if args.compile == ONE_PROCESS and (args.steps != ONE_PROCESS or modes[0] != "off" or "off_again" not in modes):
+        return command_line.fail("zoo", ValueError(
+            f"--compile one_process: off's compile is its first compile in the one process and the others are "
+            f"estimated against the control, so it needs --steps one_process (given: {args.steps}) and --modes "
+            f"starting with off and holding off_again (given: {', '.join(modes)})"), 2)
     if args.reps < 1:
         return command_line.fail("zoo", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
     device = compile_cost.pick_device(args.device)
     result_path = compile_cost.fresh_results_path(args.out)
-    steps = remaining(plan(models, modes, args.reps, once, one_process=args.steps != "fresh"),
+    steps = remaining(plan(models, modes, args.reps, once, one_process=args.steps != "fresh",
+                           per_mode=args.compile == "fresh"),
                       done_in(_names(args.skip_done)))
     status = run_plan(steps, args, device, result_path)
     rows = compile_cost.read_results(result_path)
