@@ -160,3 +160,26 @@ def test_the_report_names_failed_points_once_and_a_point_measured_later_is_not_l
     assert "Failed: mistral b32 c2048 (OutOfMemoryError: CUDA out of memory)." in text
     assert text.endswith("Not measured (the budget ran out): moe b8 c2048.")
     assert "fast decode 1.025x off (range 1.000-1.050)" in text
+
+
+def test_points_from_two_gpus_read_as_one_table_with_each_gpu_and_its_bandwidth_named():
+    h100 = {**_measured("qwen2", 8, 2048, 0.2), "device": "NVIDIA H100 80GB HBM3"}
+    h200 = [{**_measured(style, batch, context, 0.2), "device": "NVIDIA H200"}
+            for style, batch, context in (("llama", 1, 512), ("moe", 8, 2048), ("llama", 8, 2048))]
+    for run, tbs in ((h100, 3.35), *((r, 4.8) for r in h200)):
+        run["config"] = {**run["config"], "hbm_tbs": tbs}
+    text = kv_matrix.report([h100, *h200], "cmd")
+    assert "on NVIDIA H100 80GB HBM3, NVIDIA H200" in text and "at 3.35 TB/s (H100), 4.8 TB/s (H200)" in text
+    rows = [line.split(" | ")[:4] for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    # context 2048 first, models in the styles' order, then batch; the GPU beside each point
+    assert rows == [["| llama", "8", "2048", "H200"], ["| qwen2", "8", "2048", "H100"], ["| moe", "8", "2048", "H200"],
+                    ["| llama", "1", "512", "H200"]]
+    assert "| model | batch | context | GPU | off ms/token |" in text
+    single = kv_matrix.report(h200, "cmd")
+    assert "GPU |" not in single and "at 4.8 TB/s over" in single
+
+
+def test_a_point_measured_again_keeps_its_first_row_and_names_the_repeat():
+    text = kv_matrix.report([_measured("qwen2", 1, 512, 0.2), _measured("qwen2", 1, 512, 0.19)], "cmd")
+    assert text.count("| qwen2 | 1 | 512 |") == 1 and "| 1.000 (1.000) |" in text
+    assert "Measured again in a later file (the first measurement is the row): qwen2 b1 c512 (fast 0.950)." in text

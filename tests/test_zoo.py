@@ -94,7 +94,8 @@ def test_report_serving_table_errors_and_failures():
     text = zoo_report.markdown(rows, "cmd", status={"t5/rep0/fast": "exit 1 (see t5/rep0/fast.log)",
                                                     "vit/rep0/off": "ok"})
     assert "| serve | serving (3 compiles) | 20.0 |" in text
-    assert "| 8 | 1.010 | 1.020 |" in text and "| 1 | 0.500 | 0.980 |" in text  # off's median, fast x off's
+    assert "serve, step per batch size in the order called (off's ms, the other modes as x off's): 8: 1.010 ms, " \
+        "fast 1.020; 1: 0.500 ms, fast 0.980." in text  # off's median, fast x off's
     assert "serve fast 0.5 (off's code: 0.001)" in text
     assert "Not built (skipped): bert (ModuleNotFoundError: No module named 'transformers')." in text
     assert "Failed: t5 fast (RuntimeError: boom)." in text
@@ -230,7 +231,7 @@ def test_zoo_on_the_cpu_counts_every_compile_judges_steps_in_one_process_and_ski
         assert "skipped" in skipped and "tiny_fp8_decode (RuntimeError" in text
     line = text.split("| tiny_serving |")[1].splitlines()[0]
     assert line.startswith(" serving (3 compiles) |") and "| A/A " in line
-    assert "tiny_serving, step per batch size" in text and "| batch | off ms | fast x | off_again x |" in text
+    assert "tiny_serving, step per batch size in the order called" in text and ", fast " in text and ", off_again " in text
     same = "yes" if serving["fast"]["code"] == serving["off"]["code"] else "no"
     assert f"| {same} | 0 |" in line
     if timm_missing:
@@ -282,11 +283,13 @@ def test_the_gpu_job_splits_the_zoo_into_parts_within_the_budget_and_runs_the_re
     a = parts["a"]
     assert a[:2] == ["-m", "torchgen_ah.evaluation.zoo"] and option(a, "--modes") == "off,fast,off_again"
     assert option(a, "--steps") == "one_process" and option(parts["c"], "--modes") == "off,fast,quality,off_again"
+    assert option(a, "--compile") == "fresh" and option(a, "--reps") == "1"
     models = [option(args, "--models").split(",") for args in parts.values()]
     assert sorted(m for part in models for m in part) == sorted(zoo_models.ZOO)  # the parts split the zoo
     assert float(option(a, "--max-minutes")) * 60 <= 555 - 45  # the report is written before the step's limit
-    rest = _job_arguments(tmp_path, "rest", DONE="x/a.jsonl,x/b.jsonl")
+    rest = _job_arguments(tmp_path, "rest", DONE="x/a.jsonl,x/b.jsonl", COMPILE="one_process", REPS="2")
     assert option(rest, "--skip-done") == "x/a.jsonl,x/b.jsonl"
+    assert option(rest, "--compile") == "one_process" and option(rest, "--reps") == "2"
     assert set(option(rest, "--models").split(",")) == set(zoo_models.ZOO)
     quality = _job_arguments(tmp_path, "quality")
     assert option(quality, "--modes") == "off,quality,off_again" and option(quality, "--report") == "quality"

@@ -189,8 +189,7 @@ def test_report_of_a_served_and_a_decoding_model_judged_in_one_process():
         _fresh("tiny_decoder", "off", 5.0), _fresh("tiny_decoder", "fast", 5.0),
         _one_row("tiny_decoder", ["off", "fast"], {"8": {"off": [0.5, 0.5], "fast": [0.4, 0.4]}})]
     text = zoo_report.markdown(rows, "cmd")
-    assert "| batch | off ms | fast x | off_again x |" in text
-    assert "| 4 | 2.000 | 0.950 | 1.000 |" in text and "| 1 | 1.000 | 1.000 | 1.010 |" in text
+    assert "4: 2.000 ms, fast 0.950, off_again 1.000; 1: 1.000 ms, fast 1.000, off_again 1.010." in text
     # tiny_decoder decodes one token per sequence at batch 8: 8 / 0.5 ms and 8 / 0.4 ms
     assert "| tiny_decoder | 8 | 16000 | 20000 |" in text
     decoding = text.split("tokens/s = batch / step time.")[1].split("\n\n")[1]
@@ -351,3 +350,24 @@ def test_compile_one_process_runs_the_judging_alone_and_takes_offs_compile_from_
     assert zoo.main(["--models", "tiny_mlp", "--modes", "fast,off,off_again", "--compile", "one_process",
                      "--out", "unused"]) == 2
     assert "--modes starting with off and holding off_again (given: fast, off, off_again)" in capsys.readouterr().err
+
+
+def test_odd_repetitions_compile_the_control_before_the_mode_and_the_estimate_is_the_mean_of_both_places():
+    """The process warms compile by compile: second in it, a mode's estimate leans against it; after the
+    control, for it. Two repetitions in the two orders cancel a steady warming."""
+    modes = ["off", "fast", "off_again"]
+    assert zoo_report.one_process_order(modes, 0) == modes
+    assert zoo_report.one_process_order(modes, 1) == ["off", "off_again", "fast"]
+    assert zoo_report.one_process_order(["off", "fast", "quality", "off_again"], 3) == [
+        "off", "off_again", "fast", "quality"]
+    assert zoo_report.one_process_order(["off", "fast"], 1) == ["off", "fast"]  # no control: nothing to move
+    windows = {"8": {m: [1.0] for m in modes}}
+    # fast second: 2.3 s against the control's 1.7 (warmer, third); fast third: 1.6 against the control's 1.8
+    second = {"off": 6.0, "fast": 2.3, "off_again": 1.7}
+    third = {"off": 6.0, "off_again": 1.8, "fast": 1.6}
+    rows = [{**_one_row("gpt2", order, windows, **{m: {"compile_seconds_shared": s[m]} for m in order}),
+             "whole_graph_cache": False, "rep": rep}
+            for rep, (order, s) in enumerate(((modes, second), (["off", "off_again", "fast"], third)))]
+    assert zoo_report.one_process_compile(rows) == {"fast": pytest.approx((0.6 - 0.2) / 2)}
+    fast = zoo_report.summarize(rows)["gpt2"]["modes"]["fast"]
+    assert fast["compile_ratio"] == pytest.approx(6.2 / 6.0)

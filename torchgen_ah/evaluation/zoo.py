@@ -16,7 +16,9 @@ times them with interleaved windows: on an H200 the same code stepped 2-20% apar
 there instead (and runs no one-process judging), ``both`` does both. ``--compile one_process`` runs the
 one-process judging alone: off, compiled first there with fresh caches, gives off's compile, and the other
 modes' compile is estimated from their seconds there over the control's (``zoo_report``), a third of the
-processes per model. Repetitions are the outer loop, then models, then the model's modes, their order rotated
+processes per model. The process warms compile by compile, so odd repetitions compile the control right after
+off, before the modes (``zoo_report.one_process_order``): with ``--reps 2`` the estimate is the mean of a
+place that leans against the mode and one that leans for it. Repetitions are the outer loop, then models, then the model's modes, their order rotated
 from one model to the next, the one-process judging last: a model's processes run minutes apart at most. A time budget cuts whole models (the last ones), not one
 mode of a model: a model's next process starts only while the budget holds it and the model's other
 processes not run yet, each taken at 1.2x the model's longest process so far (at ``--min-start`` seconds
@@ -163,7 +165,7 @@ def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[st
         env_mode = CONTROLS.get(mode)
         limit = args.run_timeout * weight((rep, model, mode))
         if mode == ONE_PROCESS:
-            extra["modes"] = rep_modes(_names(args.modes), rep, once)
+            extra["modes"] = zoo_report.one_process_order(rep_modes(_names(args.modes), rep, once), rep)
             env_mode = compile_cost.API_ENVIRONMENT
         status.update(compile_cost.run_steps([mode], budget.deadline, lambda step, left, work=work, extra=extra,
                                              env_mode=env_mode, limit=limit: (

@@ -132,7 +132,9 @@ def _write(path: str, runs: list[dict]) -> None:
 
 def report(runs: list[dict], command: str, note: str | None = None) -> str:
     """The ``kv_decode_matrix`` section: a row per (model, batch, context), the modes against off."""
-    measured = [r for r in runs if "results" in r]
+    measured, repeats = [], []
+    for r in (r for r in runs if "results" in r):  # a point measured again in a later file: the first is kept
+        (repeats if measured_point(r) in {measured_point(m) for m in measured} else measured).append(r)
     seen = {measured_point(r) for r in measured}
     failed = [r for r in runs if "failed_point" in r and tuple(r["failed_point"]) not in seen]
     seen |= {tuple(r["failed_point"]) for r in failed}
@@ -145,6 +147,11 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
     for r in measured:
         modes += [m for m in r["config"]["modes"] if m != "off" and m not in modes]
     devices = sorted({r["device"] for r in measured})
+    several = len(devices) > 1  # a GPU column, and each GPU's bandwidth named
+    measured.sort(key=_row_order)
+    bandwidth = ", ".join(dict.fromkeys(
+        f"{r['config']['hbm_tbs']} TB/s" + (f" ({gpu_name(r['device'])})" if several else "")
+        for r in sorted(measured, key=lambda r: r["device"])))
     lines = [
         "## Decoding with a KV cache, model by model",
         "",
@@ -157,12 +164,13 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
         "the modes are compiled in one process and timed by CUDA-graph replay in "
         f"{config['rounds']} interleaved rounds (median). Decode: one token per sequence at position context/2; "
         "TTFT: the prefill of a prompt of min(512, context/2) tokens. Roofline share: the bytes a step must read "
-        f"(weights, a mixture's routed experts, the valid KV cache) at {config['hbm_tbs']} TB/s over off's step. "
+        f"(weights, a mixture's routed experts, the valid KV cache) at {bandwidth} over off's step. "
         "Mode cells: decode step x off (prefill x off); spread: off's decode max/min - 1 over the rounds.",
         "",
-        "| model | batch | context | off ms/token | off tokens/s | roofline share | off TTFT ms | spread | "
-        + " | ".join(modes) + " |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * len(modes),
+        "| model | batch | context | " + ("GPU | " if several else "") + "off ms/token | off tokens/s | roofline "
+        "share | off TTFT ms | spread | " + " | ".join(modes) + " |",
+        "| --- | ---: | ---: |" + (" --- |" if several else "") + " ---: | ---: | ---: | ---: | ---: |"
+        + " ---: |" * len(modes),
     ]
     ratios = {m: [] for m in modes}
     compile_x = {m: [] for m in modes}
@@ -171,8 +179,9 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
     for r in measured:
         c, results = r["config"], r["results"]
         off = results.get("off", {})
+        point = f"| {c['style']} | {c['batch']} | {c['context']} | " + (f"{gpu_name(r['device'])} | " if several else "")
         if "decode_ms" not in off:
-            lines.append(f"| {c['style']} | {c['batch']} | {c['context']} | off: {off.get('skipped', '?')[:80]} |")
+            lines.append(f"{point}off: {off.get('skipped', '?')[:80]} |")
             continue
         off_compile.append(sum(off["compile_s"].values()))
         cells = []
@@ -193,7 +202,7 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
                 cells.append(f"{x:.3f}{prefill}")
         share = off.get("roofline_share")
         lines.append(
-            f"| {c['style']} | {c['batch']} | {c['context']} | {off['decode_ms']:.3f} | {off['tokens_per_s']:.0f} | "
+            f"{point}{off['decode_ms']:.3f} | {off['tokens_per_s']:.0f} | "
             f"{'-' if share is None else f'{share:.0%}'} | {off.get('prefill_ms', float('nan')):.2f} | "
             f"{off['decode_spread']:.0%} | " + " | ".join(cells) + " |")
     lines += ["", "Over the points each mode ran (geometric means): "
@@ -207,6 +216,12 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
               *_code_lines(same_code),
               "", "Largest difference of a mode's decode logits from off's: "
               + ", ".join(f"{m} {v:.0e}" for m, v in worst_diff.items()) + "."]
+    if repeats:
+        lines += ["", "Measured again in a later file (the first measurement is the row): " + "; ".join(
+            f"{s} b{b} c{c} (" + ", ".join(f"{m} {res['decode_ms'] / r['results']['off']['decode_ms']:.3f}"
+                                          for m, res in r["results"].items() if m != "off" and "decode_ms" in res
+                                          and "decode_ms" in r["results"].get("off", {})) + ")"
+            for r in repeats for s, b, c in [measured_point(r)]) + "."]
     if failed:
         lines += ["", "Failed: " + "; ".join(f"{s} b{b} c{c} ({r['error'][:160]})"
                                            for r in failed for s, b, c in [r["failed_point"]]) + "."]
@@ -214,6 +229,20 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
         lines += ["", "Not measured (the budget ran out): "
                   + ", ".join(f"{s} b{b} c{c}" for s, b, c in skipped) + "."]
     return "\n".join(lines)
+
+
+def gpu_name(device: str) -> str:
+    """A GPU's short name for a table cell: ``NVIDIA H100 80GB HBM3`` -> ``H100``."""
+    words = device.replace("NVIDIA", "").split()
+    return words[0] if words else device
+
+
+def _row_order(run_figures: dict) -> tuple:
+    """Rows by context (longest first), then model in the styles' order, then batch: files measured in several
+    calls read as one table."""
+    style, batch, context = measured_point(run_figures)
+    known = list(decoder_styles.STYLES)
+    return -context, known.index(style) if style in known else len(known), style, batch
 
 
 def _code_lines(same_code: dict) -> list[str]:
