@@ -183,3 +183,12 @@ def test_a_point_measured_again_keeps_its_first_row_and_names_the_repeat():
     text = kv_matrix.report([_measured("qwen2", 1, 512, 0.2), _measured("qwen2", 1, 512, 0.19)], "cmd")
     assert text.count("| qwen2 | 1 | 512 |") == 1 and "| 1.000 (1.000) |" in text
     assert "Measured again in a later file (the first measurement is the row): qwen2 b1 c512 (fast 0.950)." in text
+
+
+def test_the_same_point_on_two_gpus_is_two_rows_and_a_repeat_names_its_gpu():
+    h100 = {**_measured("qwen2", 1, 512, 0.2), "device": "NVIDIA H100 80GB HBM3"}
+    h200 = {**_measured("qwen2", 1, 512, 0.2), "device": "NVIDIA H200"}
+    again = {**_measured("qwen2", 1, 512, 0.19), "device": "NVIDIA H200"}
+    text = kv_matrix.report([h100, h200, again], "cmd")
+    assert text.count("| qwen2 | 1 | 512 |") == 2 and "| qwen2 | 1 | 512 | H100 |" in text
+    assert "qwen2 b1 c512 on H200 (fast 0.950)" in text

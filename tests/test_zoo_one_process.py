@@ -340,6 +340,10 @@ def test_compile_one_process_runs_the_judging_alone_and_takes_offs_compile_from_
     assert fast["compile_ratio"] == pytest.approx(6.6 / 6.0) and fast["fresh_compile_ratio"] is None
     assert fast["same_code"] == "no" and fast["templates"] == 2 and fast["step_ratio"] == pytest.approx(0.99)
     text = zoo_report.markdown(rows, "cmd")
+    assert "Compile: the wall seconds of every call that compiled" in text and "in a fresh process" not in text
+    served = [{**_one_row("srv", modes, windows, kind="serving", **{
+        m: {**f, "compile_calls": [4.0, 1.0, 1.0]} for m, f in steps_fields.items()}), "whole_graph_cache": False}]
+    assert zoo_report.summarize(served)["srv"]["off"]["compiles"] == 3  # its recompiles at new batch sizes
     line = next(line for line in text.splitlines() if line.startswith("| dec |"))
     assert "| 6.0 |" in line and "| one | 1.10 | 0.990 (0.990-0.990) | no | 2 |" in line and line.endswith("| met |")
     assert "Where procs reads one" in text
@@ -349,7 +353,19 @@ def test_compile_one_process_runs_the_judging_alone_and_takes_offs_compile_from_
     # the command line: --compile one_process needs off first and the control among the modes
     assert zoo.main(["--models", "tiny_mlp", "--modes", "fast,off,off_again", "--compile", "one_process",
                      "--out", "unused"]) == 2
-    assert "--modes starting with off and holding off_again (given: fast, off, off_again)" in capsys.readouterr().err
+    assert "--modes starting with off and holding off_again, neither of them in --once (given: fast, off, off_again)" \
+        in capsys.readouterr().err
+    assert zoo.main(["--models", "tiny_mlp", "--modes", "off,fast,off_again", "--once", "off_again", "--compile",
+                     "one_process", "--out", "unused"]) == 2  # later repetitions would have no control
+    # a fresh off process beside the one process (a mode's own process failed): hashes are compared within the
+    # one process only, where off's and fast's code hash alike; the same code hashes apart across the two kinds
+    mixed = [_fresh("dec", "off", 6.0, code="fresh-hash"), *rows]
+    assert zoo_report.summarize(mixed)["dec"]["modes"]["fast"]["same_code"] == "no"  # c1 against c0 there
+    same = {**steps_fields, "fast": {**steps_fields["fast"], "code": "c0"}}
+    mixed = [_fresh("dec", "off", 6.0, code="fresh-hash"),
+             {**_one_row("dec", modes, windows, **same), "whole_graph_cache": False}]
+    assert zoo_report.summarize(mixed)["dec"]["modes"]["fast"]["same_code"] == "yes"
+    assert zoo_report.summarize(mixed)["dec"]["off"]["compile_source"] == zoo_report.FRESH_SOURCE
 
 
 def test_odd_repetitions_compile_the_control_before_the_mode_and_the_estimate_is_the_mean_of_both_places():

@@ -220,7 +220,8 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(zoo_models.ZOO),
                         help="comma-separated zoo entries (--list shows them all)")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma-separated, of {', '.join(MODES)}")
-    parser.add_argument("--reps", type=int, default=1, help="fresh processes per (model, mode)")
+    parser.add_argument("--reps", type=int, default=1,
+                        help="repetitions: fresh processes per (model, mode) and one-process judgings per model")
     parser.add_argument("--once", default="",
                         help="comma-separated modes of --modes run in the first repetition only (e.g. default)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available, else cpu)")
@@ -290,11 +291,12 @@ def main(argv=None) -> int:
         return command_line.fail("zoo", ValueError(
             f"--steps {args.steps}: the modes judged in one process must include off and be of "
             f"{', '.join(ONE_PROCESS_MODES)} (given: {', '.join(modes)}); use --steps fresh"), 2)
-    if args.compile == ONE_PROCESS and (args.steps != ONE_PROCESS or modes[0] != "off" or "off_again" not in modes):
+    if args.compile == ONE_PROCESS and (args.steps != ONE_PROCESS or modes[0] != "off" or "off_again" not in modes
+                                        or {"off", "off_again"} & once):
         return command_line.fail("zoo", ValueError(
             f"--compile one_process: off's compile is its first compile in the one process and the others are "
             f"estimated against the control, so it needs --steps one_process (given: {args.steps}) and --modes "
-            f"starting with off and holding off_again (given: {', '.join(modes)})"), 2)
+            f"starting with off and holding off_again, neither of them in --once (given: {', '.join(modes)})"), 2)
     if args.reps < 1:
         return command_line.fail("zoo", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
     device = compile_cost.pick_device(args.device)

@@ -2,7 +2,8 @@
 whether it generated off's code, and fast mode's verdict against its bars.
 
 Compile is a fresh-process wall time, off's the median over every process that ran off's code (``off`` and its
-control ``off_again``). Steps come from the process that judged a model's modes together (``zoo_one_process``:
+control ``off_again``); with ``--compile one_process`` (no process per mode) off's is its compile in the
+one-process judging, where it is compiled first with fresh caches. Steps come from the process that judged a model's modes together (``zoo_one_process``:
 each mode compiled in its own plugin scope, windows interleaved), where the run had one: a mode's ratio to off
 in that process, the range of its per-round ratios, and the A/A control (off compiled once more there) as the
 spread. Otherwise they are medians of the modes' own processes, and the spread is the range of off's
@@ -15,9 +16,10 @@ Fresh processes compile the same code far apart too (two off processes of one Fl
 a mode's compile ratio is estimated there: (off's fresh compile + the mode's shared-process seconds - the
 control's) / off's fresh compile. In that process a mode compiled after off finds off's kernels compiled, as
 the control does, and compiles only what is its own; the estimate is taken only for the first mode compiled
-after off (a later one would find the earlier mode's kernels compiled too) and where the control came after
-off. The control is compiled last, in a process warmer still, so the estimate leans against the mode. The
-fresh-process ratio is shown beside it. The quality report (``zoo_quality_report``) keeps fresh ratios.
+after off and its twin (a later one would find the earlier mode's kernels compiled too) and where the control
+came after off. The process warms compile by compile: with the control last the estimate leans against the
+mode, with the control first (odd repetitions, ``one_process_order``) for it. The fresh-process ratio is shown
+beside it where it ran. The quality report (``zoo_quality_report``) keeps fresh ratios.
 """
 
 from __future__ import annotations
@@ -177,10 +179,11 @@ def summarize(rows: list[dict], estimate_compile: bool = True) -> dict:
         first_off = [] if off_rows else first_compiles(judged)
         off_compile = _median(off_rows, "compile_seconds") if off_rows else \
             statistics.median(first_off) if first_off else None
+        calls = [len(r.get("compile_calls", [1])) for r in off_rows] or \
+            [len(r["steps"]["off"].get("compile_calls", [1])) for r in judged if "off" in r["steps"]]
         off = {"compile_seconds": off_compile, "step_ms": off_step, "procs": len(off_rows),
-               "compile_source": FRESH_SOURCE if off_rows else ONE_PROCESS_SOURCE,
-               "compiles": max((len(r.get("compile_calls", [1])) for r in off_rows), default=1)}
-        code_rows = off_rows or mode_code_rows(judged, OFF_MODES)
+               "compile_source": ONE_PROCESS_SOURCE if first_off else FRESH_SOURCE,
+               "compiles": max(calls, default=1)}
         modes = {}
         for mode in dict.fromkeys([r["mode"] for r in fresh] + list(one)):
             if mode in OFF_MODES:
@@ -189,7 +192,9 @@ def summarize(rows: list[dict], estimate_compile: bool = True) -> dict:
             fresh_ratio = _median(mine, "compile_seconds") / off["compile_seconds"] if mine and off_rows else None
             estimated = (off["compile_seconds"] + extra[mode]) / off["compile_seconds"] \
                 if mode in extra and off["compile_seconds"] else None
-            coded = mine or mode_code_rows(judged, (mode,))
+            # hashes compared within one kind of process (the same code hashes apart across the two kinds)
+            coded, code_rows = (mine, off_rows) if mine and off_rows else \
+                (mode_code_rows(judged, (mode,)), mode_code_rows(judged, OFF_MODES))
             modes[mode] = {"compile_ratio": fresh_ratio if estimated is None else estimated,
                            "fresh_compile_ratio": fresh_ratio,
                            "compile_source": FRESH_SOURCE if estimated is None else ONE_PROCESS_SOURCE,
@@ -376,10 +381,13 @@ def method_text(summary: dict) -> str:
     """How a zoo table's compile and step were measured, the step said per source (one process, fresh
     processes)."""
     sources = {s["step_source"] for s in summary.values()}
-    text = ("Compile: each (model, mode) in a fresh process with fresh caches, the wall seconds of every call that "
-            "compiled (recompiles and a lazily compiled backward included); off's is the median over its processes "
-            "(`off` and the control `off_again`), the other modes' medians are given as multiples of off's "
-            "(compile x / step x). ")
+    offs = {s["off"].get("compile_source") for s in summary.values()}
+    text = "Compile: the wall seconds of every call that compiled (recompiles and a lazily compiled backward included)"
+    if FRESH_SOURCE in offs:
+        text += ("; " + ("where procs gives counts, " if ONE_PROCESS_SOURCE in offs else "") +
+                 "each (model, mode) in a fresh process with fresh caches, off's the median over its processes "
+                 "(`off` and the control `off_again`)")
+    text += "; the other modes as multiples of off's (compile x / step x). "
     if ONE_PROCESS_SOURCE in sources:
         text += ("Step, where the spread reads A/A: every mode of the model compiled in one more fresh process, each "
                  "inside its own plugin scope with options made distinct (so Dynamo compiles it afresh), then timed "
@@ -396,13 +404,14 @@ def method_text(summary: dict) -> str:
                  "compile in the one process, compiled first there with fresh caches as a fresh process of off "
                  "compiles, and fast = off code and templates are read there too. ")
     if any(m.get("compile_source") == ONE_PROCESS_SOURCE for s in summary.values() for m in s["modes"].values()):
-        text += ("Compile x, where a fresh-process ratio follows it in brackets: estimated in the one process, "
+        text += ("Compile x, estimated in the one process (the fresh processes' ratio in brackets where they ran), "
                  "where every mode lowered its graph anew (Inductor's whole-graph cache off) and found off's "
-                 "kernels compiled, as the control did: (off's fresh compile + the mode's seconds there - "
-                 "`off_again`'s) / off's fresh compile, the median over repetitions; bar "
+                 "kernels compiled, as the control did: (off's compile + the mode's seconds there - "
+                 "`off_again`'s) / off's compile, the median over repetitions; bar "
                  f"{ONE_PROCESS_COMPILE_BAR}x. The process warms compile by compile: where the mode was compiled "
                  "right after off and the control last, the estimate leans against the mode; odd repetitions "
-                 "compile the control first, leaning for it, and two repetitions give the mean of both. ")
+                 "compile the control first, leaning for it, and two repetitions give the mean of both (the "
+                 "median of more leans to the first order). ")
     return text + "Serving: the geometric mean over its batch sizes."
 
 

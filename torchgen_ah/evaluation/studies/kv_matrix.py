@@ -133,8 +133,9 @@ def _write(path: str, runs: list[dict]) -> None:
 def report(runs: list[dict], command: str, note: str | None = None) -> str:
     """The ``kv_decode_matrix`` section: a row per (model, batch, context), the modes against off."""
     measured, repeats = [], []
-    for r in (r for r in runs if "results" in r):  # a point measured again in a later file: the first is kept
-        (repeats if measured_point(r) in {measured_point(m) for m in measured} else measured).append(r)
+    for r in (r for r in runs if "results" in r):  # a point measured again on its GPU: the first is kept
+        key = (*measured_point(r), r.get("device"))
+        (repeats if key in {(*measured_point(m), m.get("device")) for m in measured} else measured).append(r)
     seen = {measured_point(r) for r in measured}
     failed = [r for r in runs if "failed_point" in r and tuple(r["failed_point"]) not in seen]
     seen |= {tuple(r["failed_point"]) for r in failed}
@@ -218,7 +219,7 @@ def report(runs: list[dict], command: str, note: str | None = None) -> str:
               + ", ".join(f"{m} {v:.0e}" for m, v in worst_diff.items()) + "."]
     if repeats:
         lines += ["", "Measured again in a later file (the first measurement is the row): " + "; ".join(
-            f"{s} b{b} c{c} (" + ", ".join(f"{m} {res['decode_ms'] / r['results']['off']['decode_ms']:.3f}"
+            f"{s} b{b} c{c}" + (f" on {gpu_name(r['device'])}" if several else "") + " (" + ", ".join(f"{m} {res['decode_ms'] / r['results']['off']['decode_ms']:.3f}"
                                           for m, res in r["results"].items() if m != "off" and "decode_ms" in res
                                           and "decode_ms" in r["results"].get("off", {})) + ")"
             for r in repeats for s, b, c in [measured_point(r)]) + "."]
@@ -242,7 +243,7 @@ def _row_order(run_figures: dict) -> tuple:
     calls read as one table."""
     style, batch, context = measured_point(run_figures)
     known = list(decoder_styles.STYLES)
-    return -context, known.index(style) if style in known else len(known), style, batch
+    return -context, known.index(style) if style in known else len(known), style, batch, run_figures.get("device", "")
 
 
 def _code_lines(same_code: dict) -> list[str]:
