@@ -148,3 +148,43 @@ def test_the_flex_hooks_pass_inductors_arguments_on_as_given():
     assert hook_arguments(parent.old, (128, torch.bfloat16), {}) == (128, torch.bfloat16, "cuda")
     assert hook_arguments(parent.new, (64, 4096, torch.float16, "cpu"), {}) == (64, torch.float16, "cpu")
     assert hook_arguments(parent.new, (64,), {"seq_len": 1, "dtype": torch.float32}) == (64, torch.float32, "cuda")
+
+
+def test_a_kept_config_replaces_offs_only_when_faster_by_the_margin():
+    """Fast mode keeps the ranking's first config and off's, and Inductor keeps the faster: the decision notes
+    off's config in the flex call's session, and the adapter's margin (as for a template against aten) raises
+    a kept config that beats it by less than the margin to just above off's time, so Inductor's minimum is
+    off's config; a config faster by more still wins. Inductor's timings dict is keyed by its callers."""
+    from torch._inductor.template_heuristics.triton import FlexDecodeConfig
+
+    from ah_plugin.inductor import autotune, session
+    from ah_plugin.use import aten_margin
+
+    off_config = FlexDecodeConfig(64, 1, 2)
+
+    def ask():
+        from torch._inductor import config
+
+        return [FlexDecodeConfig(128, 3, 2), off_config] if config.max_autotune else [off_config]
+
+    tensors = described({"batch": 8, "q_heads": 32, "kv_heads": 8, "q_seq": 1, "kv_seq": 4096, "qk_head_dim": 128,
+                         "dtype": "torch.bfloat16"})
+    fast = settings.Settings(use=frozenset({"flex_decoding"}))
+    call = session.FlexCall(tensors)
+    with session.opened(call):
+        kept = flex_choices.configs("flex_decoding", ask, 128, torch.bfloat16, "cuda", fast, None, dict(H200))
+    ids = [flex_ranking.config_id("flex_decoding", flex_choices.config_params("flex_decoding", c)) for c in kept]
+    off = "flexdecode_BLOCK-N=64_numstages=1_numwarps=2"
+    assert ids == ["flexdecode_BLOCK-N=128_numstages=3_numwarps=2", off]
+    baseline = aten_margin.baseline("flex_decoding", ids, call.context)
+    assert baseline == {off}
+
+    callers = [object(), object()]  # Inductor's choice callers, in the kept configs' order
+    close = {callers[0]: 0.0197, callers[1]: 0.0200}  # the ranked config 1.5% faster: within the noise
+    autotune._apply_margin(close, callers, ids, 0.02, baseline)
+    assert min(close, key=close.get) is callers[1] and close[callers[0]] > 0.0200
+    clear = {callers[0]: 0.0150, callers[1]: 0.0200}
+    autotune._apply_margin(clear, callers, ids, 0.02, baseline)
+    assert clear == {callers[0]: 0.0150, callers[1]: 0.0200}
+    assert aten_margin.baseline("flex_decoding", ids, {}) == set()  # configs not decided by the plugin: no margin
+    assert aten_margin.baseline("mm", ["extern_mm", "triton_mm_1"]) == {"extern_mm"}

@@ -81,6 +81,27 @@ def test_a_winner_is_recorded_written_and_answered_alone_in_the_next_run(tmp_pat
     assert (stats["hits"], stats["misses"], stats["stale"]) == (1, 3, 1)
 
 
+def test_the_recorded_winner_beats_offs_config_by_the_margin_or_is_offs_config(monkeypatch):
+    """Where the plugin decided the configs, the lowering noted off's default config (the context's
+    ``flex_off_configs``): the results cache records a config that beats it by less than the aten margin as
+    off's, the kernel the adapter's margin makes Inductor compile, and the key is the same with or without it."""
+    monkeypatch.delenv("AH_PLUGIN_ATEN_MARGIN", raising=False)  # the default margin, 2%
+    tunable.enable(True)
+    policy = tunable.policy()
+
+    def noted(kv_seq):
+        request = decode_request(kv_seq=kv_seq)
+        request.context[flex_ranking.CONTEXT_OFF_CONFIGS] = {"flex_decoding": OFF}
+        return request
+
+    assert P.from_request("flex_decoding", noted(4096).features, [], noted(4096).context).encode() == KEY
+    policy.on_timings(noted(4096), {FAST: 0.0197, OFF: 0.0200, SLOW: 0.031}, [])  # 1.5% faster: within the noise
+    policy.on_timings(noted(8192), {FAST: 0.0180, OFF: 0.0200}, [])  # 10% faster: it wins
+    policy.on_timings(decode_request(kv_seq=2048), {FAST: 0.0197, OFF: 0.0200}, [])  # off's not noted: the fastest
+    recorded = {params.split("_")[4]: solution for op, params, solution, _ in tunable.get_results()}
+    assert recorded == {"Lkv4096": OFF, "Lkv8192": FAST, "Lkv2048": FAST}
+
+
 def test_a_call_without_its_context_is_left_alone_and_tuning_off_records_no_flex_row(monkeypatch):
     tunable.enable(True)
     policy = tunable.policy()

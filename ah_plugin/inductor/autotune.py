@@ -278,19 +278,21 @@ def feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precomp
     if name in current.collect_ops:
         return  # collecting: Inductor's own pick, nothing else changes
     try:
-        _apply_margin(timings, choices, ids, current.aten_margin)
+        _apply_margin(timings, choices, ids, current.aten_margin, aten_margin.baseline(name, ids, request.context))
     except Exception as exc:
         warn_once(("margin", type(exc)), f"ah_plugin: aten margin not applied ({exc!r})")
 
 
-def _apply_margin(timings, choices, ids, margin: float) -> None:
+def _apply_margin(timings, choices, ids, margin: float, aten: set | None = None) -> None:
     """Raise the times of templates that do not beat aten by ``margin`` to just above aten's, so Inductor's
-    minimum picks aten unless a template is faster by the margin. Idempotent (feedback savers run again
-    on in-process cache hits with the same dict)."""
+    minimum picks aten unless a template is faster by the margin. ``aten``: the ids of what max-autotune off
+    runs (``aten_margin.baseline``: for a FlexAttention kernel off's default config); default, the aten ids.
+    Idempotent (feedback savers run again on in-process cache hits with the same dict)."""
     by_id = {cid: float(timings[c]) for c, cid in zip(choices, ids) if c in timings}
     # aten by id: Inductor counts subgraph candidates (decompose-K, the padded one) as extern, but they
     # compete with aten like templates do, and the results cache's winner (aten_margin.winner) reads ids
-    aten = {cid for cid in ids if is_aten_choice(cid)}
+    if aten is None:
+        aten = {cid for cid in ids if is_aten_choice(cid)}
     losers = aten_margin.losing_templates(by_id, aten, margin)
     if not losers:
         return
@@ -298,4 +300,5 @@ def _apply_margin(timings, choices, ids, margin: float) -> None:
     for choice, cid in zip(choices, ids):
         if cid in losers:
             timings[choice] = max(float(timings[choice]), floor)
-    verbose(f"aten margin {margin:g}: {len(losers)} template(s) lose to aten")
+    what = "aten" if all(is_aten_choice(c) for c in aten) else "max-autotune off's config"
+    verbose(f"aten margin {margin:g}: {len(losers)} candidate(s) lose to {what}")

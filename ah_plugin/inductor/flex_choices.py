@@ -7,7 +7,8 @@ as default max-autotune would have it, the artifact for the op ranks it from the
 (``flex_ranking``; the query, key and value come from ``patches.flex_lowering``), and ``flex_ranking.choose``
 keeps what the mode allows: fast mode the ranking's first config and off's default config (or the first
 alone where the ranking is sure), quality mode the first three and off's. With more than one config kept
-Inductor times them and keeps the fastest, so a kept config never replaces off's unless it was faster.
+Inductor times them and keeps the fastest, and the adapter's aten margin (off's config noted as the
+baseline, ``flex_lowering.note_off_config``) lets a kept config replace off's only when faster by the margin.
 An op named in the collect variable gets default max-autotune's whole list in every mode.
 """
 
@@ -85,6 +86,7 @@ def configs(op: str, ask, head_dim: int, dtype, device_type, current, call=None,
     if off_id not in ids:
         offered.append(off)
         ids.append(off_id)
+    flex_lowering.note_off_config(op, off_id)  # the baseline of the aten margin when the kept configs are timed
     call = flex_lowering.current_call() if call is None else call
     if metadata is None:
         metadata = device_metadata(torch.device("cuda", torch.cuda.current_device()))

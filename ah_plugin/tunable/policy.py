@@ -242,7 +242,8 @@ class TunableCachePolicy(ChoicePolicy):
         }
         if not valid:
             return
-        winner = aten_margin.winner(valid, _margin())  # the kernel Inductor compiles (the adapter applies the same rule)
+        # the kernel Inductor compiles (the adapter applies the same rule, against the same baseline)
+        winner = aten_margin.winner(valid, _margin(), aten_margin.baseline(request.op_name, valid, request.context))
         db.record(request.op_name, params, winner, valid[winner])
         # timed by no benchmark of this process: Inductor's autotune cache answered, which it does for such an
         # autotuning only with timings an earlier run took under the same limits (``benchmark_limits``)

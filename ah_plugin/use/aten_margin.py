@@ -5,13 +5,28 @@ within that noise of aten (cuBLAS) is as likely to be slower as faster in the mo
 compile. A template therefore replaces aten only when its time times ``1 + margin`` is still below
 aten's (``AH_PLUGIN_ATEN_MARGIN``, default in ``settings``). Plain data: the Inductor adapter applies it
 to the timings Inductor picks from, and the results cache records the same winner.
+
+The baseline is what max-autotune off runs (``baseline``): aten for a GEMM; for a FlexAttention kernel, which
+has no aten candidate, off's default config, so a ranked config replaces it only by the same margin.
 """
 
 from __future__ import annotations
 
+from . import flex_ranking
+
 
 def _is_aten(choice_id: str) -> bool:
     return choice_id.startswith("extern_")
+
+
+def baseline(op_name: str, ids, context: dict | None = None) -> set:
+    """The ids among ``ids`` of what max-autotune off runs: the aten (extern) kernels of a GEMM; off's default
+    config of a FlexAttention kernel, as its lowering noted it in ``context`` (empty where it did not: no
+    margin then, the fastest is picked)."""
+    if flex_ranking.is_flex_op(op_name):
+        off = flex_ranking.off_config(op_name, context or {})
+        return {off} & set(ids) if off else set()
+    return {c for c in ids if _is_aten(c)}
 
 
 def floor_time(timings: dict[str, float], aten: set | None = None) -> float:
@@ -31,10 +46,11 @@ def losing_templates(timings: dict[str, float], aten: set | None = None, margin:
     return {c for c, t in timings.items() if c not in aten and t * (1.0 + margin) >= best_aten}
 
 
-def winner(timings: dict[str, float], margin: float = 0.0) -> str | None:
-    """The candidate the rule picks: the fastest template that beats aten by ``margin``, else aten."""
+def winner(timings: dict[str, float], margin: float = 0.0, aten: set | None = None) -> str | None:
+    """The candidate the rule picks: the fastest template that beats aten (or the ``aten`` ids given, e.g.
+    ``baseline``'s) by ``margin``, else aten."""
     if not timings:
         return None
-    losers = losing_templates(timings, None, margin)
+    losers = losing_templates(timings, aten, margin)
     eligible = {c: t for c, t in timings.items() if c not in losers}
     return min(eligible, key=eligible.get)

@@ -15,7 +15,9 @@ and backward twins), so the adapter (``ah_plugin.inductor.flex_choices``) decide
 * ``choose(...)``: the configs kept. Fast mode keeps the ranking's first config alone where the ranking is
   sure of it, else the first and off's default config, timed against each other (never slower than
   off); quality mode keeps the first three and off's. Without a ranking fast mode keeps off's config alone
-  (what max-autotune off runs) and quality mode every config (default max-autotune's search).
+  (what max-autotune off runs) and quality mode every config (default max-autotune's search). Timed against
+  off's config, a kept config replaces it only when faster by the aten margin (``aten_margin``, with off's
+  config as the baseline: ``off_config``), as a template replaces aten.
 
 Standard library only.
 """
@@ -43,6 +45,9 @@ QUALITY_TOP_K = 3
 # a flex autotuning's context (``AutotuneRequest.context``) beyond its features, for the results cache's key:
 CONTEXT_SPARSE_BLOCKS = "flex_sparse_blocks"  # the block mask's (query, key/value) block sizes
 CONTEXT_FUNCTIONS = "flex_functions"  # a digest of the score and mask functions and the kernel options
+# ... and, not part of the key: {op: the config id max-autotune off runs for that kernel of the call}, noted
+# where the configs are decided; the baseline a kept config must beat by the aten margin (``off_config``)
+CONTEXT_OFF_CONFIGS = "flex_off_configs"
 
 
 def is_flex_op(name: str) -> bool:
@@ -80,6 +85,12 @@ def flex_features(tensors: list[dict]) -> tuple[dict, list, list]:
     features = {name: int(values[name]) for name in NUMERICAL}
     features["dtype"] = str(tensors[0].get("dtype", ""))
     return features, list(NUMERICAL), list(CATEGORICAL)
+
+
+def off_config(op: str, context: dict) -> str | None:
+    """The config id max-autotune off runs for the ``op`` kernel of the call ``context`` describes, or None
+    where the configs were not decided by the plugin (collection, an op not in use)."""
+    return (context.get(CONTEXT_OFF_CONFIGS) or {}).get(op)
 
 
 def is_flex_call(tensors: list[dict]) -> bool:

@@ -8,7 +8,8 @@ wants larger key blocks than one over 2k). The lowerings of the two flex operato
 wrapped here to keep the call's query, key and value, as plain descriptions, while the lowering runs;
 the lowering's session (``session.FlexCall``) holds them. Nothing else changes: the wrapped lowering is called with its own arguments.
 The session also holds what the results cache's key of the call needs (``call_context``): the block mask's
-block sizes and a digest of the score and mask functions and the kernel options.
+block sizes and a digest of the score and mask functions and the kernel options; and, once the configs are
+decided, off's default config of each kernel (``note_off_config``), the aten margin's baseline.
 Checked on torch 2.11, 2.13, 2.14 and 2.15.
 """
 
@@ -30,6 +31,14 @@ def current_call() -> list[dict] | None:
     """Descriptions (size, stride, dtype) of the query, key and value of the flex call being lowered."""
     call = session.innermost(session.FlexCall)
     return call.tensors if call is not None else None
+
+
+def note_off_config(op: str, config_id: str) -> None:
+    """Note, for the flex call being lowered, the config max-autotune off runs for its ``op`` kernel
+    (``flex_ranking.CONTEXT_OFF_CONFIGS``): the baseline the configs kept with it are timed against."""
+    call = session.innermost(session.FlexCall)
+    if call is not None:
+        call.context.setdefault(flex_ranking.CONTEXT_OFF_CONFIGS, {})[op] = config_id
 
 
 def operators() -> list:
