@@ -29,8 +29,10 @@
 # STEPS=fresh times steps in the modes' own processes instead (as the zoo's runs before one-process judging).
 # COMPILE (fresh) is the zoo's --compile: COMPILE=one_process runs the one-process judging alone (off compiled
 # first there is off's compile, the modes estimated over the control): about 30 s a model with three modes on
-# the H200, 18 models in three calls; with REPS=2 (the zoo's --reps, 1) each model is judged twice, the control
-# before the modes the second time, so the compile estimate is the mean of two orders that lean opposite ways.
+# the H200 for each of its two repetitions (the zoo's --reps, 2 with COMPILE=one_process, else 1; REPS= sets
+# it): each model is judged twice in a row, the control before the modes the second time, so the compile
+# estimate is the mean of two orders that lean opposite ways (one order alone moved it by up to 0.4x off's
+# compile on an H100); the budget starts a model only with time for both.
 # Cost, estimated for the H200 machine: a mode's fresh process (one (model, mode), fresh caches) 6-8 s of
 # start-up (Python, torch, CUDA, timm or transformers), the compile (max-autotune off 5-15 s for these
 # few-layer models, fast mode within 1.3x of that) and an eager check: 15-25 s. The one-process judging
@@ -63,7 +65,7 @@ C_MODELS=flex_prefill_sliding,flex_prefill_document,fp8_decode,fp8_prefill,mixtr
 ALL_MODELS=$A_MODELS,$B_MODELS,$(kv_models sdpa),$(kv_models flex),$C_MODELS
 ZOO_MIN=$(python3 -c "print(round(max($ZOO_S - 45, 60) / 60, 2))")
 zoo_step() {  # zoo_step MODELS [EXTRA ARGUMENTS]
-  echo "zoo:$ZOO_S:python3 -m torchgen_ah.evaluation.zoo --models $1 --modes $MODES --steps ${STEPS:-one_process} --compile ${COMPILE:-fresh} --reps ${REPS:-1} --max-minutes $ZOO_MIN --run-timeout ${RUN_TIMEOUT:-150} --out \$OUT/zoo --results \$OUT/RESULTS.md ${2:-}; rm -rf \$OUT/zoo/*/rep*/caches_*"
+  echo "zoo:$ZOO_S:python3 -m torchgen_ah.evaluation.zoo --models $1 --modes $MODES --steps ${STEPS:-one_process} --compile ${COMPILE:-fresh} ${REPS:+--reps $REPS} --max-minutes $ZOO_MIN --run-timeout ${RUN_TIMEOUT:-150} --out \$OUT/zoo --results \$OUT/RESULTS.md ${2:-}; rm -rf \$OUT/zoo/*/rep*/caches_*"
 }
 case "$PART" in
   a) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$A_MODELS}")" ;;

@@ -283,7 +283,7 @@ def test_the_gpu_job_splits_the_zoo_into_parts_within_the_budget_and_runs_the_re
     a = parts["a"]
     assert a[:2] == ["-m", "torchgen_ah.evaluation.zoo"] and option(a, "--modes") == "off,fast,off_again"
     assert option(a, "--steps") == "one_process" and option(parts["c"], "--modes") == "off,fast,quality,off_again"
-    assert option(a, "--compile") == "fresh" and option(a, "--reps") == "1"
+    assert option(a, "--compile") == "fresh" and "--reps" not in a  # the zoo's default: 1 with fresh compiles
     models = [option(args, "--models").split(",") for args in parts.values()]
     assert sorted(m for part in models for m in part) == sorted(zoo_models.ZOO)  # the parts split the zoo
     assert float(option(a, "--max-minutes")) * 60 <= 555 - 45  # the report is written before the step's limit
@@ -322,6 +322,32 @@ def test_the_budget_runs_a_models_modes_whole_or_not_at_all():
     assert ran == [("a", "off"), ("a", "fast"), ("a", "off_again")]
     assert refused == ["skipped (time budget: 80 s left, 90 s needed)", "skipped (time budget: 80 s left, 60 s needed)",
                        "skipped (time budget: 80 s left, 30 s needed)"]
+
+
+def test_one_process_compile_runs_a_models_two_orders_together_and_whole_or_not_at_all():
+    """With --compile one_process a model's repetitions are its estimate's two orders: they run back to back,
+    and a budget that holds the first order but not the second starts neither."""
+    one = zoo.ONE_PROCESS
+    steps = zoo.plan(["a", "b"], ["off", "fast", "off_again"], reps=2, one_process=True, per_mode=False)
+    assert steps == [(0, "a", one), (1, "a", one), (0, "b", one), (1, "b", one)]
+    now = [0.0]
+    budget = zoo.Budget(steps, seconds=250, min_start=30, clock=lambda: now[0], weight=lambda step: 3,
+                        whole_reps=True)
+    ran, refused = [], []
+    for rep, model, _ in steps:
+        why = budget.refuse(rep, model, 3)
+        if why is None:
+            ran.append((rep, model))
+            now[0] += 60  # a judging of three modes takes 60 s
+            budget.took(model, 60, 3)
+        else:
+            refused.append(why)
+    # a: 180 s for both orders at 30 s a mode, then 72 (three at 1.2 x 20); b: 130 s left, 180 needed: neither
+    assert ran == [(0, "a"), (1, "a")]
+    assert refused == ["skipped (time budget: 130 s left, 180 s needed)", "skipped (time budget: 130 s left, 90 s needed)"]
+    # per repetition (fresh compiles) the first order of b would have started
+    budget = zoo.Budget(steps, seconds=250, min_start=30, clock=lambda: 120.0, weight=lambda step: 3)
+    assert budget.refuse(0, "b", 3) is None
 
 
 def test_quality_report_judges_each_model_by_its_own_bar_on_the_h200_rows(tmp_path):

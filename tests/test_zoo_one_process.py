@@ -162,7 +162,7 @@ def test_compile_is_estimated_in_one_process_where_every_mode_lowered_its_graph_
     assert quality["compile_source"] == zoo_report.FRESH_SOURCE and quality["compile_ratio"] == pytest.approx(2.0)
     text = zoo_report.markdown(rows, "cmd")
     line = next(line for line in text.splitlines() if line.startswith("| flex |"))
-    assert "| 1.05 (fresh 1.25) | 1.000 (1.000-1.000) | yes |" in line and line.endswith("| met |")
+    assert "| 1.05 (leans against; fresh 1.25) | 1.000 (1.000-1.000) | yes |" in line and line.endswith("| met |")
     assert "| 2.00 / 1.000 (1.000-1.000) |" in line and "(Inductor's whole-graph cache off)" in text
     # fast compiled before off (cold), or the control before off (cold): no estimate, the fresh ratio judges
     for order in (["fast", "off", "quality", "off_again"], ["off_again", "off", "fast", "quality"]):
@@ -345,7 +345,7 @@ def test_compile_one_process_runs_the_judging_alone_and_takes_offs_compile_from_
         m: {**f, "compile_calls": [4.0, 1.0, 1.0]} for m, f in steps_fields.items()}), "whole_graph_cache": False}]
     assert zoo_report.summarize(served)["srv"]["off"]["compiles"] == 3  # its recompiles at new batch sizes
     line = next(line for line in text.splitlines() if line.startswith("| dec |"))
-    assert "| 6.0 |" in line and "| one | 1.10 | 0.990 (0.990-0.990) | no | 2 |" in line and line.endswith("| met |")
+    assert "| 6.0 |" in line and "| one | 1.10 (leans against) | 0.990 (0.990-0.990) | no | 2 |" in line and line.endswith("| met |")
     assert "Where procs reads one" in text
     # off not first: its compile there found nothing compiled before it only by chance; no compile is judged
     moved = [{**_one_row("dec", ["fast", "off", "off_again"], windows, **steps_fields), "whole_graph_cache": False}]
@@ -387,3 +387,10 @@ def test_odd_repetitions_compile_the_control_before_the_mode_and_the_estimate_is
     assert zoo_report.one_process_compile(rows) == {"fast": pytest.approx((0.6 - 0.2) / 2)}
     fast = zoo_report.summarize(rows)["gpt2"]["modes"]["fast"]
     assert fast["compile_ratio"] == pytest.approx(6.2 / 6.0)
+    # one place alone says which way its estimate leans; both places say nothing more
+    assert zoo_report.compile_orders(rows) == {"fast": {zoo_report.AGAINST, zoo_report.FOR}}
+    assert zoo_report.compile_orders(rows[1:]) == {"fast": {zoo_report.FOR}}
+    line = next(x for x in zoo_report.markdown(rows[:1], "cmd").splitlines() if x.startswith("| gpt2 |"))
+    assert "| 1.10 (leans against) |" in line
+    line = next(x for x in zoo_report.markdown(rows, "cmd").splitlines() if x.startswith("| gpt2 |"))
+    assert "| 1.03 |" in line and "leans" not in line

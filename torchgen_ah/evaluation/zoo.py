@@ -1,7 +1,7 @@
 """The model zoo: fast mode against max-autotune off on every kind of model a user brings, one command.
 
     python -m torchgen_ah.evaluation.zoo --out DIR [--models resnet50_cl,...] [--modes off,fast,off_again]
-        [--steps one_process|fresh|both] [--compile fresh|one_process] [--reps 1] [--once default]
+        [--steps one_process|fresh|both] [--compile fresh|one_process] [--reps N] [--once default]
         [--max-minutes 8.5] [--run-timeout 150] [--results benchmarks/RESULTS.md]
     python -m torchgen_ah.evaluation.zoo --combine A/results.jsonl,B/results.jsonl --results benchmarks/RESULTS.md
     python -m torchgen_ah.evaluation.zoo --list
@@ -18,9 +18,11 @@ one-process judging alone: off, compiled first there with fresh caches, gives of
 modes' compile is estimated from their seconds there over the control's (``zoo_report``), a third of the
 processes per model. The process warms compile by compile, so odd repetitions compile the control right after
 off, before the modes (``zoo_report.one_process_order``): with ``--reps 2`` the estimate is the mean of a
-place that leans against the mode and one that leans for it. Repetitions are the outer loop, then models, then the model's modes, their order rotated
-from one model to the next, the one-process judging last: a model's processes run minutes apart at most. A time budget cuts whole models (the last ones), not one
-mode of a model: a model's next process starts only while the budget holds it and the model's other
+place that leans against the mode and one that leans for it (a single order moved the estimate by up to 0.4x
+off's compile on an H100, the same code both times), so there a model's repetitions run one after the other
+and a time budget runs them whole. Otherwise repetitions are the outer loop, then models, then the model's
+modes, their order rotated from one model to the next, the one-process judging last: a model's processes run
+minutes apart at most. A time budget cuts whole models (the last ones), not one mode of a model: a model's next process starts only while the budget holds it and the model's other
 processes not run yet, each taken at 1.2x the model's longest process so far (at ``--min-start`` seconds
 before its first; the one-process judging at that times its modes). A model that cannot be built (a library
 missing, an API changed) is a named, skipped row and gets no further processes.
@@ -74,7 +76,11 @@ def plan(models: list[str], modes: list[str], reps: int, once: set[str] = frozen
     """(rep, model, mode) in run order: repetitions, then models, then the model's modes rotated by one
     place per model (and repetition), so no mode always runs first or right after another; ``once``
     modes in the first repetition only. ``one_process``: each model's modes end with the process that
-    judges their steps together (``ONE_PROCESS``); ``per_mode`` False (with it): that process alone."""
+    judges their steps together (``ONE_PROCESS``); ``per_mode`` False (with it): that process alone, and
+    models, then repetitions: a model's repetitions are its compile estimate's two orders
+    (``zoo_report.one_process_order``), so they run one after the other (``Budget`` runs them whole)."""
+    if one_process and not per_mode:
+        return [(rep, model, ONE_PROCESS) for model in models for rep in range(reps) if rep_modes(modes, rep, once)]
     out = []
     for rep in range(reps):
         these = rep_modes(modes, rep, once)
@@ -112,25 +118,30 @@ class Budget:
     """Whether a model's next process may start. A model's modes run whole or not at all: the time left must
     hold this process and the model's others not started yet, each taken at 1.2x the model's longest
     process so far (``min_start`` seconds before its first); once one is refused, the model's others are.
-    ``weight(step)``: how many processes' time a step takes (the one-process judging: its modes')."""
+    ``weight(step)``: how many processes' time a step takes (the one-process judging: its modes').
+    ``whole_reps``: a model's repetitions run whole too (``--compile one_process``, where they are the two
+    orders of one compile estimate): a first order without time for the second is not started."""
 
-    def __init__(self, steps: list[tuple], seconds: float, min_start: float, clock=time.time, weight=lambda step: 1):
+    def __init__(self, steps: list[tuple], seconds: float, min_start: float, clock=time.time, weight=lambda step: 1,
+                 whole_reps: bool = False):
         self._clock = clock
         self.deadline = clock() + seconds
         self._min_start = min_start
+        self._unit = (lambda rep, model: model) if whole_reps else (lambda rep, model: (rep, model))
         self._to_run = collections.Counter()
         for step in steps:
-            self._to_run[step[:2]] += weight(step)
+            self._to_run[self._unit(*step[:2])] += weight(step)
         self._longest: dict[str, float] = {}
-        self._cut: set[tuple] = set()
+        self._cut: set = set()
 
     def refuse(self, rep: int, model: str, weight: int = 1) -> str | None:
         """None when the step may start (it is then counted as started), else why not."""
-        self._to_run[(rep, model)] -= weight
+        unit = self._unit(rep, model)
+        self._to_run[unit] -= weight
         left = self.deadline - self._clock()
-        need = max(self._min_start, 1.2 * self._longest.get(model, 0.0)) * (self._to_run[(rep, model)] + weight)
-        if (rep, model) in self._cut or left < need:
-            self._cut.add((rep, model))
+        need = max(self._min_start, 1.2 * self._longest.get(model, 0.0)) * (self._to_run[unit] + weight)
+        if unit in self._cut or left < need:
+            self._cut.add(unit)
             return f"skipped (time budget: {left:.0f} s left, {need:.0f} s needed)"
         return None
 
@@ -145,7 +156,7 @@ def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[st
     def weight(step: tuple) -> int:
         return len(rep_modes(_names(args.modes), step[0], once)) if step[2] == ONE_PROCESS else 1
 
-    budget = Budget(steps, args.max_minutes * 60, args.min_start, weight=weight)
+    budget = Budget(steps, args.max_minutes * 60, args.min_start, weight=weight, whole_reps=args.compile == ONE_PROCESS)
     cudagraphs = device == "cuda" and not args.no_cudagraphs
     not_built_models: set[str] = set()
     status = {}
@@ -220,8 +231,9 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(zoo_models.ZOO),
                         help="comma-separated zoo entries (--list shows them all)")
     parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma-separated, of {', '.join(MODES)}")
-    parser.add_argument("--reps", type=int, default=1,
-                        help="repetitions: fresh processes per (model, mode) and one-process judgings per model")
+    parser.add_argument("--reps", type=int, default=None,
+                        help="repetitions: fresh processes per (model, mode) and one-process judgings per model "
+                             "(default: 1; 2 with --compile one_process, the compile estimate's two orders)")
     parser.add_argument("--once", default="",
                         help="comma-separated modes of --modes run in the first repetition only (e.g. default)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available, else cpu)")
@@ -297,6 +309,8 @@ def main(argv=None) -> int:
             f"--compile one_process: off's compile is its first compile in the one process and the others are "
             f"estimated against the control, so it needs --steps one_process (given: {args.steps}) and --modes "
             f"starting with off and holding off_again, neither of them in --once (given: {', '.join(modes)})"), 2)
+    if args.reps is None:
+        args.reps = 2 if args.compile == ONE_PROCESS else 1
     if args.reps < 1:
         return command_line.fail("zoo", ValueError(f"--reps {args.reps}: must be at least 1"), 2)
     device = compile_cost.pick_device(args.device)

@@ -86,21 +86,37 @@ def one_process_compile(judged: list[dict]) -> dict:
     the mode's place decides which way the estimate leans: second, against the mode; after the control, for
     it. The zoo's repetitions alternate the two places (``one_process_order``); over both the median of two
     is their mean, in which a steady warming cancels."""
+    return {mode: statistics.median(seconds for seconds, _ in found) for mode, found in _estimates(judged).items()}
+
+
+def compile_orders(judged: list[dict]) -> dict:
+    """{mode: the places its one-process estimates came from}: ``AGAINST`` (compiled right after off, the
+    control later) and ``FOR`` (after the control). One place alone leans that way (``one_process_compile``)."""
+    return {mode: {place for _, place in found} for mode, found in _estimates(judged).items()}
+
+
+AGAINST, FOR = "against", "for"  # a mode's place in the one process: right after off, or after the control
+
+
+def _estimates(judged: list[dict]) -> dict:
+    """{mode: [(its compile seconds minus the control's, AGAINST or FOR)]} over ``one_process_compile``'s rows."""
     extra: dict = {}
     for row in judged:
         order = row["modes"]
         if row.get("whole_graph_cache", True) or "off_again" not in row["steps"] or "off" not in order:
             continue
         first = order.index("off")
-        if order.index("off_again") < first:
+        control_at = order.index("off_again")
+        if control_at < first:
             continue
         control = row["steps"]["off_again"]["compile_seconds_shared"]
-        for mode in order[first + 1:]:
+        for at, mode in enumerate(order[first + 1:], start=first + 1):
             if mode in OFF_MODES:
                 continue
-            extra.setdefault(mode, []).append(row["steps"][mode]["compile_seconds_shared"] - control)
+            place = FOR if control_at < at else AGAINST
+            extra.setdefault(mode, []).append((row["steps"][mode]["compile_seconds_shared"] - control, place))
             break
-    return {mode: statistics.median(seconds) for mode, seconds in extra.items()}
+    return extra
 
 
 def one_process_order(modes: list[str], rep: int) -> list[str]:
@@ -172,6 +188,7 @@ def summarize(rows: list[dict], estimate_compile: bool = True) -> dict:
         judged = [r for r in measured if "steps" in r]
         one = one_process_steps(judged)
         extra = one_process_compile(judged) if estimate_compile else {}
+        orders = compile_orders(judged) if estimate_compile else {}
         timed_off = [r for r in off_rows if "step_ms" in r]
         if not off_rows and not one:
             continue
@@ -198,6 +215,7 @@ def summarize(rows: list[dict], estimate_compile: bool = True) -> dict:
             modes[mode] = {"compile_ratio": fresh_ratio if estimated is None else estimated,
                            "fresh_compile_ratio": fresh_ratio,
                            "compile_source": FRESH_SOURCE if estimated is None else ONE_PROCESS_SOURCE,
+                           "compile_orders": orders.get(mode, set()) if estimated is not None else set(),
                            "procs": len(mine), "same_code": _same_code(coded, code_rows),
                            "templates": max((r.get("code_summary", {}).get("templates", 0) for r in coded), default=0),
                            **_step_of(mode, mine, one, off_step)}
@@ -253,11 +271,14 @@ def spread_cell(summary: dict) -> str:
 
 
 def compile_cell(mode_summary: dict) -> str:
-    """A mode's compile ratio; where it was estimated in one process, the fresh processes' in brackets."""
-    text = cell(mode_summary["compile_ratio"], ".2f")
+    """A mode's compile ratio; in brackets, which way an estimate from one place in the process leans and,
+    where it was estimated in one process, the fresh processes' ratio."""
+    notes = []
+    if len(mode_summary.get("compile_orders", ())) == 1:  # one place only: the estimate leans that way
+        notes.append(f"leans {next(iter(mode_summary['compile_orders']))}")
     if mode_summary.get("compile_source") == ONE_PROCESS_SOURCE and mode_summary["fresh_compile_ratio"] is not None:
-        text += f" (fresh {mode_summary['fresh_compile_ratio']:.2f})"
-    return text
+        notes.append(f"fresh {mode_summary['fresh_compile_ratio']:.2f}")
+    return cell(mode_summary["compile_ratio"], ".2f") + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _ratio_cell(mode_summary: dict | None) -> str:
@@ -411,7 +432,8 @@ def method_text(summary: dict) -> str:
                  f"{ONE_PROCESS_COMPILE_BAR}x. The process warms compile by compile: where the mode was compiled "
                  "right after off and the control last, the estimate leans against the mode; odd repetitions "
                  "compile the control first, leaning for it, and two repetitions give the mean of both (the "
-                 "median of more leans to the first order). ")
+                 "median of more leans to the first order); an estimate from one place only says which way it "
+                 "leans. ")
     return text + "Serving: the geometric mean over its batch sizes."
 
 
