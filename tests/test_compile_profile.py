@@ -20,6 +20,19 @@ def test_extra_time_lists_only_the_functions_the_second_spent_longer_in_largest_
     assert compile_profile.extra_time(first, second, top=1) == [("a", 1.0, 1.5)]
 
 
+def test_the_phase_table_gives_each_modes_seconds_per_phase_and_the_last_over_the_one_before():
+    before = {"compile_fx_inner": 1.0, "async_compile.wait": 0.5}
+    after = {"compile_fx_inner": 3.5, "async_compile.wait": 0.5, "Scheduler.codegen": 0.8}
+    assert compile_profile.phase_delta(before, after) == {"compile_fx_inner": 2.5, "Scheduler.codegen": 0.8}
+    table = compile_profile.phase_table({"off_again": {"compile_fx_inner": 2.0, "tiny": 0.01},
+                                         "fast": {"compile_fx_inner": 2.5, "Scheduler.codegen": 0.8}})
+    lines = table.splitlines()
+    assert lines[0] == "| phase | off_again s | fast s | fast - off_again s |"
+    assert lines[2] == "| compile_fx_inner | 2.000 | 2.500 | +0.500 |"  # the largest phase first
+    assert lines[3] == "| Scheduler.codegen | 0.000 | 0.800 | +0.800 |"  # a phase one mode never entered
+    assert "tiny" not in table  # under the floor in every mode
+
+
 def test_bad_arguments_are_named(capsys):
     for argv, words in ((["--model", "nope"], "unknown model 'nope'"),
                         (["--model", "tiny_mlp", "--modes", "off,off"], "--modes: each once"),
@@ -44,4 +57,7 @@ def test_a_control_compiled_after_off_lowers_its_graph_again_and_the_diff_is_wri
     assert "(fx_codegen_and_compile)" in control  # lowered and generated again, not a whole-graph cache hit
     diff = (tmp_path / "tiny_decoder_diff.txt").read_text()
     assert diff.startswith("cumulative seconds, fast over off_again") and "own seconds, fast over off_again" in diff
+    phases = (tmp_path / "tiny_decoder_phases.txt").read_text()
+    assert "| phase | off s | off_again s | fast s | fast - off_again s |" in phases
+    assert "| fx_codegen_and_compile |" in phases  # Inductor's own timer, per mode
     assert not [p for p in os.listdir(tmp_path) if p.startswith("compile_profile_caches_")]  # its caches removed

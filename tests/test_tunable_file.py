@@ -166,6 +166,34 @@ def test_policy_hit_default_stale_wildcard_and_record(tmp_path):
     assert {r[1]: r[2] for r in tunable.get_results()} == rows
 
 
+def test_a_rows_merge_keeps_aten_unless_the_other_run_timed_a_template_faster_by_the_margin(tmp_path, monkeypatch):
+    """Two runs' winners for one GEMM meet when a results file is written (or read, or gathered): between aten
+    (Default) and a template the aten margin decides, as it decided each run's own pick; otherwise the faster."""
+    monkeypatch.setenv("AH_PLUGIN_ATEN_MARGIN", "0.02")
+    key = ("mm", "NT_64_48_32_ld_32_32_float16")
+    path = str(tmp_path / "results0.csv")
+
+    def written(on_disk: tuple, this_run: tuple) -> str:
+        with open(path, "w") as handle:
+            handle.write(validator_lines() + f"mm,{key[1]},{on_disk[0]},{on_disk[1]}\n")
+        F.write_results(path, F.current_validators(), {key: F.Entry("mm", key[1], *this_run)})
+        return F.read_results(path, F.current_validators()).entries[key].solution
+
+    assert written(("Default", 0.0100), (TRITON_A, 0.0099)) == "Default"  # 1% faster: within the margin
+    assert written(("Default", 0.0100), (TRITON_A, 0.0097)) == TRITON_A  # 3% faster: past it
+    assert written((TRITON_A, 0.0099), ("Default", 0.0100)) == "Default"  # aten back within the margin
+    assert written((TRITON_A, 0.0097), ("Default", 0.0100)) == TRITON_A
+    assert written((TRITON_A, 0.0099), (TRITON_B, 0.0098)) == TRITON_B  # two templates: the faster
+    # two rows of the key in one file (two runs appended): the same rule, both lines named
+    with open(path, "w") as handle:
+        handle.write(validator_lines() + f"mm,{key[1]},Default,0.0100\nmm,{key[1]},{TRITON_A},0.0099\n")
+    kept = r"results0.csv:\d+: .*keeping 'Default' from .*results0.csv:\d+ \(aten: the other is not faster by"
+    with pytest.warns(F.TunableFileWarning, match=kept):
+        assert F.read_results(path, F.current_validators()).entries[key].solution == "Default"
+    monkeypatch.setenv("AH_PLUGIN_ATEN_MARGIN", "0")
+    assert written(("Default", 0.0100), (TRITON_A, 0.0099)) == TRITON_A  # no margin: the faster
+
+
 def test_tuning_off_answers_default_and_records_untuned(tmp_path, monkeypatch):
     tunable.enable(True)
     tunable.tuning_enable(True)

@@ -298,6 +298,38 @@ def test_the_gpu_job_splits_the_zoo_into_parts_within_the_budget_and_runs_the_re
     assert profile[:2] == ["-m", "torchgen_ah.evaluation.studies.step_profile"]
 
 
+def test_the_gpu_jobs_compile_part_profiles_each_model_in_both_orders(tmp_path):
+    """PART=compile: per model, the compile profile study twice, fast right after off and after the control,
+    with phase times only (no mode under cProfile)."""
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    stub_dir = tmp_path / "bin"
+    stub_dir.mkdir()
+    (stub_dir / "python3").write_text(_PYTHON_STUB.replace("REAL", sys.executable))
+    (stub_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PATH=f"{stub_dir}{os.pathsep}{os.environ['PATH']}", OUT=str(out), PART="compile",
+               MODELS="llama_train,fp8_decode", AH_BATCH_DIR=str(tmp_path / "batch"))
+    proc = subprocess.run(["bash", "gpu_jobs/zoo.sh"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    with tarfile.open(out / "zoo_compile.tgz") as tar:
+        runs = sorted(tar.extractfile(m).read().decode().strip() for m in tar.getmembers()
+                      if m.name.endswith("args.txt"))
+    assert len(runs) == 4
+    for model in ("llama_train", "fp8_decode"):
+        for order in ("off,fast,off_again", "off,off_again,fast"):
+            [run] = [r for r in runs if f"--model {model} --modes {order} " in r]
+            assert run.startswith("-m torchgen_ah.evaluation.studies.compile_profile") and "--profile  --out" in run
+    env["MODELS"] = ""
+    proc = subprocess.run(["bash", "gpu_jobs/zoo.sh"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "PART=compile needs MODELS" in proc.stderr
+
+
 def zoo_quality_bar(model: str) -> str:
     from torchgen_ah.evaluation import zoo_quality_report
 

@@ -13,6 +13,7 @@ offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo
 * ``builtin_mm_ranking(...)``: what torch's shipped H100 AutoHeuristic artifact ranks for an input;
 * ``dynamo_graph_count()``, ``inductor_graph_count()``: graphs captured and lowered so far in the process
   (Dynamo's counters): whether a call compiled;
+* ``phase_seconds()``: wall seconds per compile phase so far in the process (Dynamo's and Inductor's timers);
 * ``allow_recompiles(count)``: Dynamo recompiles one function at least ``count`` times before it gives up;
 * ``forget_dynamic_shapes()``: Dynamo forgets which sizes it saw change, as in a fresh process;
 * ``replay_time_ms(fn)``: replay timing capturing on the CUDA-graph trees' stream (``graph_trees``).
@@ -96,6 +97,13 @@ def mode_options(mode: str, dynamic: bool = False) -> dict:
 def dynamo_graph_count() -> int:
     """Graphs Dynamo has captured in this process (its ``unique_graphs`` counter)."""
     return dynamo_utils.counters["stats"]["unique_graphs"]
+
+
+def phase_seconds() -> dict[str, float]:
+    """{phase: wall seconds summed} of Dynamo's and Inductor's phase timers so far in this process (nested
+    phases overlap; empty on a torch without them)."""
+    metrics = getattr(dynamo_utils, "compilation_time_metrics", None) or {}
+    return {name: float(sum(times)) for name, times in metrics.items()}
 
 
 def inductor_graph_count() -> int:

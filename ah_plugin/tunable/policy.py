@@ -53,16 +53,6 @@ def heuristic_top1(request: AutotuneRequest) -> str | None:
     return next((cid for cid, _ in ranked if cid in today), None)
 
 
-def _margin() -> float:
-    """The plugin's aten margin (``AH_PLUGIN_ATEN_MARGIN``); 0 when the plugin's settings cannot be read."""
-    try:
-        from ah_plugin.config import settings
-
-        return settings.current().aten_margin
-    except Exception:  # a bad unrelated variable must not stop the cache from recording
-        return 0.0
-
-
 def request_key(request: AutotuneRequest) -> "P.GemmParams | P.flex_params.FlexParams | None":
     return P.from_request(request.op_name, request.features, request.tensors, request.context)
 
@@ -243,7 +233,8 @@ class TunableCachePolicy(ChoicePolicy):
         if not valid:
             return
         # the kernel Inductor compiles (the adapter applies the same rule, against the same baseline)
-        winner = aten_margin.winner(valid, _margin(), aten_margin.baseline(request.op_name, valid, request.context))
+        baseline = aten_margin.baseline(request.op_name, valid, request.context)
+        winner = aten_margin.winner(valid, F.aten_margin_setting(), baseline)
         db.record(request.op_name, params, winner, valid[winner])
         # timed by no benchmark of this process: Inductor's autotune cache answered, which it does for such an
         # autotuning only with timings an earlier run took under the same limits (``benchmark_limits``)

@@ -44,6 +44,7 @@ from .results_format import (  # noqa: F401 - the file's API, one import for cal
     PAD,
     VALIDATOR,
     Entry,
+    aten_margin_setting,
     ReadResult,
     TunableFileWarning,
     canonical_params,

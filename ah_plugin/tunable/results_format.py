@@ -197,18 +197,19 @@ def canonical_params(op: str, text: str) -> str:
 
 
 def faster_of(previous: Entry, entry: Entry, note) -> Entry:
-    """Which of two rows of one key is kept: the faster (the earlier on a tie); said when their
-    solutions differ."""
+    """Which of two rows of one key in one file is kept: as a merge keeps (``replaces``: the faster, by the aten
+    margin between aten and another solution), the earlier on a tie; said when their solutions differ."""
+    keep = entry if replaces(entry, previous, aten_margin_setting(), ties_to_new=False) else previous
     if previous.solution != entry.solution:
-        keep = entry if entry.time_ms < previous.time_ms else previous
         drop = previous if keep is entry else entry
         note(
             f"{entry.source}: {entry.op},{entry.params} is also at {previous.source} with another solution "
-            f"({messages.quoted(previous.solution)} vs {messages.quoted(entry.solution)}); keeping the faster one, {messages.quoted(keep.solution)} "
-            f"from {keep.source}, dropping {messages.quoted(drop.solution)}"
+            f"({messages.quoted(previous.solution)} vs {messages.quoted(entry.solution)}); keeping "
+            f"{messages.quoted(keep.solution)} from {keep.source} ("
+            f"{'the faster' if keep.time_ms <= drop.time_ms else 'aten: the other is not faster by the aten margin'}"
+            f"), dropping {messages.quoted(drop.solution)}"
         )
-        return keep
-    return entry if entry.time_ms < previous.time_ms else previous
+    return keep
 
 
 def read_bytes(path: str) -> bytes | None:
@@ -409,16 +410,42 @@ def parse_row(cells: list[str], path: str, lineno: int, note) -> Entry | None:
     return Entry(op, canonical, solution, time_ms, path, lineno)
 
 
+def aten_margin_setting() -> float:
+    """The plugin's aten margin (``AH_PLUGIN_ATEN_MARGIN``); 0 when the plugin's settings cannot be read (a bad
+    unrelated variable must not stop the cache from recording or merging)."""
+    try:
+        from ah_plugin.config import settings
+
+        return settings.current().aten_margin
+    except Exception:
+        return 0.0
+
+
 def merge(
-    base: dict[tuple[str, str], Entry], newer: dict[tuple[str, str], Entry]
+    base: dict[tuple[str, str], Entry], newer: dict[tuple[str, str], Entry], margin: float | None = None
 ) -> dict[tuple[str, str], Entry]:
-    """Union; for a key in both, the faster entry (ties: `newer`)."""
+    """Union; for a key in both, the faster entry (ties: `newer`), by the aten margin where one names aten
+    (``replaces``; ``margin`` None: the plugin's setting)."""
+    margin = aten_margin_setting() if margin is None else margin
     merged = dict(base)
     for key, entry in newer.items():
         old = merged.get(key)
-        if old is None or entry.time_ms <= old.time_ms:
+        if old is None or replaces(entry, old, margin):
             merged[key] = entry
     return merged
+
+
+def replaces(new: Entry, old: Entry, margin: float, ties_to_new: bool = True) -> bool:
+    """Whether ``new`` takes ``old``'s key in a merge. Two rows of one key come from two runs, each the winner
+    its run timed; a kernel's times move by about a percent between runs, so between aten (``DEFAULT_SOLUTION``)
+    and another solution the rule of each run's own pick holds (``ah_plugin.use.aten_margin``): the other
+    replaces aten only when faster by ``margin``, and aten replaces it unless slower by more. Otherwise the
+    faster row (a tie goes to ``new`` when ``ties_to_new``)."""
+    if new.solution != old.solution and DEFAULT_SOLUTION in (new.solution, old.solution):
+        if old.solution == DEFAULT_SOLUTION:
+            return new.time_ms * (1.0 + margin) < old.time_ms
+        return new.time_ms <= old.time_ms * (1.0 + margin)
+    return new.time_ms <= old.time_ms if ties_to_new else new.time_ms < old.time_ms
 
 
 def format_results(validators: dict[str, str], entries: dict[tuple[str, str], Entry]) -> str:

@@ -13,7 +13,12 @@ the diff compares two profiled compiles, so the cost hits both. cProfile sees th
 Inductor's compile workers shows as time waiting on their results. Output: per mode the wall seconds of its
 first calls, its Dynamo graphs and whether its code is off's; per profiled mode ``DIR/<model>_<mode>.txt``
 (top functions by cumulative and own time); for the last two profiled modes ``DIR/<model>_diff.txt``, the
-functions by the cumulative seconds the second spent over the first.
+functions by the cumulative seconds the second spent over the first. A function that calls itself counts its
+nested calls again in cumulative time (20 s of ``codegen_node`` in an 8 s compile), so the own-time rows and the
+phase table are the ones to read for sizes: ``DIR/<model>_phases.txt`` gives every mode's seconds per phase by
+Dynamo's and Inductor's own wall-clock timers (``torch._dynamo.utils.compilation_time_metrics``: nested phases,
+waits on the compile workers included), the phases where a mode took at least ``PHASE_FLOOR`` s, and the last
+mode's seconds over the one before it. ``--profile ''`` profiles no mode: phase times without cProfile's cost.
 """
 
 from __future__ import annotations
@@ -26,6 +31,30 @@ import sys
 import tempfile
 
 PROG = "python -m torchgen_ah.evaluation.studies.compile_profile"
+PHASE_FLOOR = 0.05  # seconds: phases shorter in every mode are left out of the phase table
+
+
+def phase_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The seconds each phase gained between two ``compile_tools.phase_seconds`` snapshots (phases that gained
+    nothing left out)."""
+    return {name: after[name] - before.get(name, 0.0) for name in after if after[name] > before.get(name, 0.0)}
+
+
+def phase_table(phases: dict[str, dict[str, float]], floor: float = PHASE_FLOOR) -> str:
+    """Markdown: a row per phase where some mode took at least ``floor`` s, every mode's seconds (in the order
+    compiled) and the last mode's over the one before it, largest phase first."""
+    modes = list(phases)
+    names = {name for seconds in phases.values() for name, t in seconds.items() if t >= floor}
+    rows = sorted(names, key=lambda name: -max(phases[m].get(name, 0.0) for m in modes))
+    last = modes[-2:] if len(modes) >= 2 else []
+    header = ["phase", *[f"{m} s" for m in modes], *([f"{last[1]} - {last[0]} s"] if last else [])]
+    lines = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
+    for name in rows:
+        cells = [f"{phases[m].get(name, 0.0):.3f}" for m in modes]
+        if last:
+            cells.append(f"{phases[last[1]].get(name, 0.0) - phases[last[0]].get(name, 0.0):+.3f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def function_seconds(profiler, own: bool = False) -> dict[str, float]:
@@ -64,9 +93,9 @@ def diff_text(first_mode: str, second_mode: str, first, second) -> str:
 
 
 def compile_modes(torch, built, modes: list[str], profiled: set[str], sync, cudagraphs: bool) -> dict[str, dict]:
-    """{mode: {"seconds", "graphs", "code", "profiler"}}: each mode compiled and called twice per batch size
-    (the zoo's first call and its settling call, where CUDA graphs record), in order, in its plugin scope;
-    ``profiler`` (a cProfile.Profile) for the modes in ``profiled``."""
+    """{mode: {"seconds", "graphs", "code", "profiler", "phases"}}: each mode compiled and called twice per batch
+    size (the zoo's first call and its settling call, where CUDA graphs record), in order, in its plugin scope;
+    ``profiler`` (a cProfile.Profile) for the modes in ``profiled``; ``phases``: its ``phase_delta``."""
     import ah_plugin
     from ah_plugin.inductor import compile_tools
     from ah_plugin.inductor.generated_code_capture import capturing_code
@@ -88,6 +117,7 @@ def compile_modes(torch, built, modes: list[str], profiled: set[str], sync, cuda
         for mode, opts in zip(modes, one_process.distinct_options(options)):
             compile_tools.forget_dynamic_shapes()
             graphs = compile_tools.dynamo_graph_count()
+            phases = compile_tools.phase_seconds()
             profiler = cProfile.Profile() if mode in profiled else None
             with zoo_one_process.plugin_scope(ah_plugin, mode), capturing_code() as codes:
                 compiled = torch.compile(built.model, options=opts)
@@ -98,7 +128,8 @@ def compile_modes(torch, built, modes: list[str], profiled: set[str], sync, cuda
                 for step in steps + steps:
                     seconds += _timed(step, profiler, sync)
             out[mode] = {"seconds": seconds, "graphs": compile_tools.dynamo_graph_count() - graphs,
-                         "code": code_fingerprint(codes), "profiler": profiler}
+                         "code": code_fingerprint(codes), "profiler": profiler,
+                         "phases": phase_delta(phases, compile_tools.phase_seconds())}
             print(f"compile_profile: {mode} compiled in {seconds:.2f} s"
                   f"{' (under cProfile)' if profiler else ''}", flush=True)
     return out
@@ -132,7 +163,8 @@ def main(argv=None) -> int:
     parser = command_line.parser(PROG, __doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a zoo entry (python -m torchgen_ah.evaluation.zoo --list)")
     parser.add_argument("--modes", default="off,off_again,fast", help="compiled in this order, in one process")
-    parser.add_argument("--profile", default="off_again,fast", help="the modes compiled under cProfile")
+    parser.add_argument("--profile", default="off_again,fast",
+                        help="the modes compiled under cProfile ('': none, for phase times without its cost)")
     parser.add_argument("--out", default=".", help="folder for the profiles and the diff")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--no-cudagraphs", action="store_true",
@@ -164,6 +196,11 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(caches, ignore_errors=True)
     print(report(args.model, compiled, compiled["off"]["code"] if "off" in compiled else None))
+    phases = phase_table({mode: c["phases"] for mode, c in compiled.items()})
+    with open(os.path.join(args.out, f"{args.model}_phases.txt"), "w", encoding="utf-8") as handle:
+        handle.write(f"{args.model}: seconds per compile phase (Dynamo's and Inductor's timers; nested phases "
+                     f"overlap), modes in the order compiled\n\n{phases}")
+    print(f"\nseconds per compile phase (Dynamo's and Inductor's timers; nested phases overlap)\n\n{phases}")
     for mode in profiled:
         path = os.path.join(args.out, f"{args.model}_{mode}.txt")
         with open(path, "w", encoding="utf-8") as handle:
