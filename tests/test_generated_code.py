@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from torchgen_ah.evaluation.generated_code import code_fingerprint, normalized
+from torchgen_ah.evaluation.generated_code import code_fingerprint, first_difference, normalized
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -126,3 +126,16 @@ def test_summary_counts_template_kernels_apart_from_the_others():
     reused = ("triton_tem_fused_mm_2 = async_compile.triton('triton_mm', '''\n@triton.jit\n''', "
               "device_str='cuda')\n")
     assert code_summary([reused])["templates"] == 1
+
+
+def test_first_difference_shows_where_two_calls_code_differs_beyond_comments():
+    off = ["# graph 1\nbuf0 = empty()\nextern_kernels.mm(a, b, out=buf0)\nreturn (buf0, )\n"]
+    same = ["# graph 7, another cache path\nbuf0 = empty()\nextern_kernels.mm(a, b, out=buf0)\nreturn (buf0, )\n"]
+    assert first_difference(off, same) is None  # comments only: the fingerprint's normal form
+    other = [off[0].replace("out=buf0", "out=buf1")]
+    diff = first_difference(off, other)
+    assert "-extern_kernels.mm(a, b, out=buf0)" in diff and "+extern_kernels.mm(a, b, out=buf1)" in diff
+    assert first_difference(off, off + other).startswith("--- module 1")  # a module more
+    long = ["\n".join(f"x{i} = {i}" for i in range(200))]
+    cut = first_difference(long, [long[0].replace("x", "y")], lines=10).splitlines()
+    assert len(cut) == 11 and cut[-1].endswith("more diff lines")

@@ -216,6 +216,8 @@ def test_zoo_on_the_cpu_counts_every_compile_judges_steps_in_one_process_and_ski
         assert len(mine["compile_calls"]) == 3 and mine["code"] == r["code"], mode
         assert mine["result_error"] <= WRONG_ABOVE and mine["plugin"]["use"] == r["plugin"]["use"]
         assert [len(judged["windows_ms"][b][mode]) for b in ("4", "1", "2", "8")] == [3] * 4
+        # a diff from off's code only where the fingerprints differ
+        assert ("code_diff_from_off" in mine) == (mode != "off" and mine["code"] != judged["steps"]["off"]["code"])
     assert judged["modes"] == ["off", "fast", "off_again"] and judged["steps"]["fast"]["step_ms"] > 0
     assert serving["fast"]["plugin"]["use"] == sorted(OURS_USE.split(","))
     assert serving["off"]["plugin"]["use"] == []

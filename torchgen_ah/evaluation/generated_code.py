@@ -9,6 +9,7 @@ can be traced to what was generated (``benchmarks/step_ab.py``).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -23,6 +24,7 @@ _COMMENT = re.compile(r"^\s*#(?:\s.*)?$", re.M)  # "# ..." and "#"; not C++'s "#
 _TRAILING_COMMENT = re.compile(r"[ \t]+#[ \t].*$", re.M)  # "x = None  # device(...) 0x7f...": addresses
 _BLANK_RUNS = re.compile(r"\n\s*\n+")
 _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")  # "<function f at 0x7f...>" in the messages of generated asserts
+DIFF_LINES = 40  # first_difference's cut
 
 
 def code_summary(codes: list[str]) -> dict:
@@ -57,6 +59,20 @@ def code_fingerprint(codes: list[str]) -> str | None:
         digest.update(normalized(code).encode("utf-8"))
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def first_difference(codes: list[str], other: list[str], lines: int = DIFF_LINES) -> str | None:
+    """Where ``other``'s generated modules first differ from ``codes`` once ``normalized``: a unified diff of the
+    first differing module, cut at ``lines`` lines; None when they do not differ. Said beside a fingerprint
+    that differs, it tells a renamed buffer from another kernel without keeping the modules."""
+    for index in range(max(len(codes), len(other))):
+        a = normalized(codes[index]).splitlines() if index < len(codes) else []
+        b = normalized(other[index]).splitlines() if index < len(other) else []
+        if a != b:
+            diff = list(difflib.unified_diff(a, b, f"module {index}", f"module {index}", n=1, lineterm=""))
+            cut = diff[:lines] + ([f"... {len(diff) - lines} more diff lines"] if len(diff) > lines else [])
+            return "\n".join(cut)
+    return None
 
 
 def save_modules(codes: list[str], base: str, stem: str) -> list[str]:

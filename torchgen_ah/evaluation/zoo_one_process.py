@@ -76,7 +76,7 @@ def measure(torch, built, spec: dict) -> dict:
     docstring's phases). Raises ``OutsideScope`` when a mode compiles outside its scope."""
     import ah_plugin
     from ah_plugin.inductor import compile_tools
-    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary
+    from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary, first_difference
 
     modes, cudagraphs = spec["modes"], spec.get("cudagraphs", False)
 
@@ -102,6 +102,11 @@ def measure(torch, built, spec: dict) -> dict:
                         "compile_calls": [round(s, 3) for s in c["seconds"]], "code": code_fingerprint(c["codes"]),
                         "code_summary": code_summary(c["codes"]), "result_error": max(checked) if checked else None,
                         "plugin": c["plugin"], **({"step_ms_by_batch": by_batch} if built.entry.batches else {})}
+        off = compiled.get("off")
+        if off is not None and mode != "off":
+            diff = first_difference(off["codes"], c["codes"])
+            if diff is not None:  # what differs from off's code, where the fingerprint says it does
+                fields[mode]["code_diff_from_off"] = diff
     return {"modes": list(modes), "steps_per_window": per_window, "windows_ms": windows, "steps": fields,
             "whole_graph_cache": False}
 
