@@ -22,7 +22,8 @@
 #                                      encoders under max-autotune off, one process (about 2-3 minutes)
 #   PART=compile MODELS=a,b            where fast mode's compile goes: per model, the compile profile study in
 #                                      both orders (off,fast,off_again and off,off_again,fast; phase times, no
-#                                      cProfile), about 30-60 s an order (CP_S, 150, bounds each)
+#                                      cProfile), about 30-60 s an order (CP_S, 120, bounds each): two models
+#                                      a device call at most (the results are packed when every step is done)
 # MODES (off,fast,off_again) for the zoo parts, e.g. PART=rest DONE= MODELS=fp8_decode
 # MODES=off,fast,quality,default,off_again (default where time is left: its compile takes minutes);
 # MODELS= overrides a part's list; ZOO_S (555) is the zoo step's limit in seconds, the zoo's own budget
@@ -80,12 +81,15 @@ case "$PART" in
   rest) bash gpu_jobs/run_batch.sh "$(zoo_step "${MODELS:-$ALL_MODELS}" "${DONE:+--skip-done $DONE}")" ;;
   compile)
     steps=()
-    for model in ${MODELS//,/ }; do
+    models=${MODELS:-}
+    for model in ${models//,/ }; do
       for order in off,fast,off_again off,off_again,fast; do
-        steps+=("cp_${model}_${order//,/_}:${CP_S:-150}:python3 -m torchgen_ah.evaluation.studies.compile_profile --model $model --modes $order --profile '' --out \$OUT/cp")
+        steps+=("cp_${model}_${order//,/_}:${CP_S:-120}:python3 -m torchgen_ah.evaluation.studies.compile_profile --model $model --modes $order --profile '' --out \$OUT/cp")
       done
     done
     [ ${#steps[@]} -gt 0 ] || { echo "zoo.sh: PART=compile needs MODELS" >&2; exit 2; }
+    [ $(( ${#steps[@]} * ${CP_S:-120} )) -le 540 ] || {
+      echo "zoo.sh: PART=compile: ${#steps[@]} steps of up to ${CP_S:-120} s exceed a device call; name fewer MODELS" >&2; exit 2; }
     bash gpu_jobs/run_batch.sh "${steps[@]}" ;;
   profile) bash gpu_jobs/run_batch.sh "profile:${PROFILE_S:-300}:python3 -m torchgen_ah.evaluation.studies.step_profile ${MODELS:+--models $MODELS} --steps ${STEPS:-10} --max-minutes $(python3 -c "print(round(max(${PROFILE_S:-300} - 90, 60) / 60, 2))") --out \$OUT/profile --results \$OUT/RESULTS.md; rm -rf \$OUT/profile/caches_*" ;;
   *) echo "zoo.sh: PART=$PART: use a, b, kv_sdpa, kv_flex, c, rest, quality, profile or compile" >&2; exit 2 ;;

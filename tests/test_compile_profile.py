@@ -31,6 +31,11 @@ def test_the_phase_table_gives_each_modes_seconds_per_phase_and_the_last_over_th
     assert lines[2] == "| compile_fx_inner | 2.000 | 2.500 | +0.500 |"  # the largest phase first
     assert lines[3] == "| Scheduler.codegen | 0.000 | 0.800 | +0.800 |"  # a phase one mode never entered
     assert "tiny" not in table  # under the floor in every mode
+    # fast before the control: still fast's seconds over the control's, beside every mode's
+    turned = compile_profile.phase_table({"off": {"compile_fx_inner": 9.0}, "fast": {"compile_fx_inner": 2.5},
+                                          "off_again": {"compile_fx_inner": 2.0}}).splitlines()
+    assert turned[0] == "| phase | off s | fast s | off_again s | fast - off_again s |"
+    assert turned[2] == "| compile_fx_inner | 9.000 | 2.500 | 2.000 | +0.500 |"
 
 
 def test_bad_arguments_are_named(capsys):

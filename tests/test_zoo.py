@@ -327,9 +327,12 @@ def test_the_gpu_jobs_compile_part_profiles_each_model_in_both_orders(tmp_path):
         for order in ("off,fast,off_again", "off,off_again,fast"):
             [run] = [r for r in runs if f"--model {model} --modes {order} " in r]
             assert run.startswith("-m torchgen_ah.evaluation.studies.compile_profile") and "--profile  --out" in run
-    env["MODELS"] = ""
+    del env["MODELS"]
     proc = subprocess.run(["bash", "gpu_jobs/zoo.sh"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "PART=compile needs MODELS" in proc.stderr
+    env["MODELS"] = "llama_train,fp8_decode,gpt2"  # six orders of up to 120 s: more than a device call holds
+    proc = subprocess.run(["bash", "gpu_jobs/zoo.sh"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "exceed a device call" in proc.stderr
 
 
 def zoo_quality_bar(model: str) -> str:
@@ -376,11 +379,15 @@ def test_one_process_compile_runs_a_models_two_orders_together_and_whole_or_not_
             budget.took(model, 60, 3)
         else:
             refused.append(why)
-    # a: 180 s for both orders at 30 s a mode, then 72 (three at 1.2 x 20); b: 130 s left, 180 needed: neither
+    # a: 180 s for both orders at 30 s a mode, then 90 (three at min_start, above 1.2 x 20); b: 130 s left and
+    # 180 needed: neither order starts
     assert ran == [(0, "a"), (1, "a")]
-    assert refused == ["skipped (time budget: 130 s left, 180 s needed)", "skipped (time budget: 130 s left, 90 s needed)"]
-    # per repetition (fresh compiles) the first order of b would have started
-    budget = zoo.Budget(steps, seconds=250, min_start=30, clock=lambda: 120.0, weight=lambda step: 3)
+    assert refused == ["skipped (time budget: 130 s left, 180 s needed)",
+                       "skipped (the time budget cut this model's other repetitions)"]
+    # per repetition (fresh compiles), with the same 130 s left, b's first order would have started alone
+    now[0] = 0.0
+    budget = zoo.Budget(steps, seconds=250, min_start=30, clock=lambda: now[0], weight=lambda step: 3)
+    now[0] = 120.0
     assert budget.refuse(0, "b", 3) is None
 
 

@@ -321,10 +321,11 @@ def _torchrun_tune(pattern: str) -> str:
     gathered: list = [None] * world
     dist.all_gather_object(gathered, mine)
     merged: dict = {}
-    for rows in gathered:
-        for op, params_text, solution, time_text in rows:
-            entry = F.Entry(op, params_text, solution, float(time_text))
-            merged = F.merge(merged, {(op, params_text): entry})
+    margin = F.aten_margin_setting()
+    for rows in gathered:  # one rank's store: one row per key
+        rank = {(op, params_text): F.Entry(op, params_text, solution, float(time_text))
+                for op, params_text, solution, time_text in rows}
+        merged = F.merge(merged, rank, margin)
     S.api.filename = raw
     # every local rank writes its own copy: each host ends with _full0 .. _full{local_world - 1}
     F.write_results(full_filename(raw, local), F.current_validators(), merged)

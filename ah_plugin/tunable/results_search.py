@@ -13,7 +13,7 @@ instead when it is *plain*:
 In such a file every row's params are exactly as `params.parse_for` writes them, so the rows of a key
 are the lines that start with ``OP,PARAMS,``: a lookup searches for them (tens of ms for 100 MB), reads
 them with the reader's own rules (`results_format.parse_row`: a bad one is warned about and skipped;
-two of one key, the faster) and remembers the answer. Wildcard rows (a ``*``) are read at open. Any
+two of one key, ``results_format.faster_of``'s) and remembers the answer. Wildcard rows (a ``*``) are read at open. Any
 other file is read whole (`results_format`). Lines a lookup never reaches are not checked: a bad one is
 warned about when the file is read whole (a rewrite, `get_results()`), not at start.
 """

@@ -127,6 +127,7 @@ class Budget:
         self._clock = clock
         self.deadline = clock() + seconds
         self._min_start = min_start
+        self._whole_reps = whole_reps
         self._unit = (lambda rep, model: model) if whole_reps else (lambda rep, model: (rep, model))
         self._to_run = collections.Counter()
         for step in steps:
@@ -140,7 +141,10 @@ class Budget:
         self._to_run[unit] -= weight
         left = self.deadline - self._clock()
         need = max(self._min_start, 1.2 * self._longest.get(model, 0.0)) * (self._to_run[unit] + weight)
-        if unit in self._cut or left < need:
+        if unit in self._cut:
+            return ("skipped (the time budget cut this model's other repetitions)" if self._whole_reps else
+                    f"skipped (time budget: {left:.0f} s left, {need:.0f} s needed)")
+        if left < need:
             self._cut.add(unit)
             return f"skipped (time budget: {left:.0f} s left, {need:.0f} s needed)"
         return None

@@ -17,8 +17,8 @@ functions by the cumulative seconds the second spent over the first. A function 
 nested calls again in cumulative time (20 s of ``codegen_node`` in an 8 s compile), so the own-time rows and the
 phase table are the ones to read for sizes: ``DIR/<model>_phases.txt`` gives every mode's seconds per phase by
 Dynamo's and Inductor's own wall-clock timers (``torch._dynamo.utils.compilation_time_metrics``: nested phases,
-waits on the compile workers included), the phases where a mode took at least ``PHASE_FLOOR`` s, and the last
-mode's seconds over the one before it. ``--profile ''`` profiles no mode: phase times without cProfile's cost.
+waits on the compile workers included), the phases where a mode took at least ``PHASE_FLOOR`` s, and each
+plugin mode's seconds over the control's, whichever came first. ``--profile ''`` profiles no mode: phase times without cProfile's cost.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import tempfile
 
 PROG = "python -m torchgen_ah.evaluation.studies.compile_profile"
 PHASE_FLOOR = 0.05  # seconds: phases shorter in every mode are left out of the phase table
+CONTROL = "off_again"  # off compiled again: what a mode compiled after off is compared with
 
 
 def phase_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -42,17 +43,20 @@ def phase_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, 
 
 def phase_table(phases: dict[str, dict[str, float]], floor: float = PHASE_FLOOR) -> str:
     """Markdown: a row per phase where some mode took at least ``floor`` s, every mode's seconds (in the order
-    compiled) and the last mode's over the one before it, largest phase first."""
+    compiled), and each plugin mode's over the control's (``off_again``, in either order; without it, the last
+    mode's over the one before it), largest phase first."""
     modes = list(phases)
     names = {name for seconds in phases.values() for name, t in seconds.items() if t >= floor}
     rows = sorted(names, key=lambda name: -max(phases[m].get(name, 0.0) for m in modes))
-    last = modes[-2:] if len(modes) >= 2 else []
-    header = ["phase", *[f"{m} s" for m in modes], *([f"{last[1]} - {last[0]} s"] if last else [])]
+    if CONTROL in modes:
+        pairs = [(m, CONTROL) for m in modes if m not in ("off", CONTROL)]
+    else:
+        pairs = [(modes[-1], modes[-2])] if len(modes) >= 2 else []
+    header = ["phase", *[f"{m} s" for m in modes], *[f"{m} - {base} s" for m, base in pairs]]
     lines = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
     for name in rows:
         cells = [f"{phases[m].get(name, 0.0):.3f}" for m in modes]
-        if last:
-            cells.append(f"{phases[last[1]].get(name, 0.0) - phases[last[0]].get(name, 0.0):+.3f}")
+        cells += [f"{phases[m].get(name, 0.0) - phases[base].get(name, 0.0):+.3f}" for m, base in pairs]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
