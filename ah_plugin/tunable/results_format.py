@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ..collect import whole_lines
 from ..report import messages
+from ..use import aten_margin
 from . import params as P
 
 DEFAULT_SOLUTION = "Default"
@@ -446,9 +447,8 @@ def replaces(new: Entry, old: Entry, margin: float, ties_to_new: bool = True) ->
     replaces aten only when faster by ``margin``, and aten replaces it unless slower by more. Otherwise the
     faster row (a tie goes to ``new`` when ``ties_to_new``)."""
     if new.solution != old.solution and DEFAULT_SOLUTION in (new.solution, old.solution):
-        if old.solution == DEFAULT_SOLUTION:
-            return new.time_ms * (1.0 + margin) < old.time_ms
-        return new.time_ms <= old.time_ms * (1.0 + margin)
+        timings = {new.solution: new.time_ms, old.solution: old.time_ms}
+        return aten_margin.winner(timings, margin, {DEFAULT_SOLUTION}) == new.solution
     return new.time_ms <= old.time_ms if ties_to_new else new.time_ms < old.time_ms
 
 

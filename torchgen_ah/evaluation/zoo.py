@@ -22,7 +22,8 @@ place that leans against the mode and one that leans for it (a single order move
 off's compile on an H100, the same code both times), so there a model's repetitions run one after the other
 and a time budget runs them whole. Otherwise repetitions are the outer loop, then models, then the model's
 modes, their order rotated from one model to the next, the one-process judging last: a model's processes run
-minutes apart at most. A time budget cuts whole models (the last ones), not one mode of a model: a model's next process starts only while the budget holds it and the model's other
+minutes apart at most. A time budget cuts whole models (the last ones), not one mode of a model: a model's
+next process starts only while the budget holds it and the model's other
 processes not run yet, each taken at 1.2x the model's longest process so far (at ``--min-start`` seconds
 before its first; the one-process judging at that times its modes). A model that cannot be built (a library
 missing, an API changed) is a named, skipped row and gets no further processes.
@@ -160,7 +161,8 @@ def run_plan(steps: list[tuple], args, device: str, result_path: str) -> dict[st
     def weight(step: tuple) -> int:
         return len(rep_modes(_names(args.modes), step[0], once)) if step[2] == ONE_PROCESS else 1
 
-    budget = Budget(steps, args.max_minutes * 60, args.min_start, weight=weight, whole_reps=args.compile == ONE_PROCESS)
+    budget = Budget(steps, args.max_minutes * 60, args.min_start, weight=weight,
+                    whole_reps=args.compile == ONE_PROCESS)
     cudagraphs = device == "cuda" and not args.no_cudagraphs
     not_built_models: set[str] = set()
     status = {}
