@@ -23,7 +23,8 @@
 #   PART=compile MODELS=a,b            where fast mode's compile goes: per model, the compile profile study in
 #                                      both orders (off,fast,off_again and off,off_again,fast; phase times, no
 #                                      cProfile), about 30-60 s an order (CP_S, 120, bounds each): two models
-#                                      a device call at most (the results are packed when every step is done)
+#                                      a device call at most (the results are packed when every step is done);
+#                                      CP_PROFILE=off_again,fast adds cProfile's function tables and their diff
 # MODES (off,fast,off_again) for the zoo parts, e.g. PART=rest DONE= MODELS=fp8_decode
 # MODES=off,fast,quality,default,off_again (default where time is left: its compile takes minutes);
 # MODELS= overrides a part's list; ZOO_S (555) is the zoo step's limit in seconds, the zoo's own budget
@@ -84,7 +85,7 @@ case "$PART" in
     models=${MODELS:-}
     for model in ${models//,/ }; do
       for order in off,fast,off_again off,off_again,fast; do
-        steps+=("cp_${model}_${order//,/_}:${CP_S:-120}:python3 -m torchgen_ah.evaluation.studies.compile_profile --model $model --modes $order --profile '' --out \$OUT/cp")
+        steps+=("cp_${model}_${order//,/_}:${CP_S:-120}:python3 -m torchgen_ah.evaluation.studies.compile_profile --model $model --modes $order --profile '${CP_PROFILE:-}' --out \$OUT/cp")
       done
     done
     [ ${#steps[@]} -gt 0 ] || { echo "zoo.sh: PART=compile needs MODELS" >&2; exit 2; }

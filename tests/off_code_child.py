@@ -92,6 +92,7 @@ def main() -> None:
     import torch._inductor.config as inductor_config
 
     import ah_plugin
+    from ah_plugin.inductor import compile_tools
     from ah_plugin.inductor.generated_code_capture import first_call_with_code
     from torchgen_ah.evaluation.generated_code import code_fingerprint, code_summary
 
@@ -117,6 +118,8 @@ def main() -> None:
                       "summary": code_summary(codes),
                       "cpp_gemm_template": any("micro_gemm" in code for code in codes),
                       "lowerings": lowered.counts() if lowered is not None else None,
+                      "plugin_seconds": {k: v for k, v in compile_tools.phase_seconds().items()
+                                         if k.startswith("ah_plugin.")},
                       "use_stats": stats.as_dict() if stats is not None else None}))
 
 

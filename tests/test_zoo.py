@@ -327,6 +327,13 @@ def test_the_gpu_jobs_compile_part_profiles_each_model_in_both_orders(tmp_path):
         for order in ("off,fast,off_again", "off,off_again,fast"):
             [run] = [r for r in runs if f"--model {model} --modes {order} " in r]
             assert run.startswith("-m torchgen_ah.evaluation.studies.compile_profile") and "--profile  --out" in run
+    # CP_PROFILE puts the modes it names under cProfile, for the functions behind a phase
+    profiled = dict(env, MODELS="llama_train", CP_PROFILE="off_again,fast")
+    proc = subprocess.run(["bash", "gpu_jobs/zoo.sh"], cwd=root, env=profiled, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    with tarfile.open(out / "zoo_compile.tgz") as tar:
+        runs = [tar.extractfile(m).read().decode() for m in tar.getmembers() if m.name.endswith("args.txt")]
+    assert len(runs) == 2 and all("--profile off_again,fast --out" in r for r in runs)
     del env["MODELS"]
     proc = subprocess.run(["bash", "gpu_jobs/zoo.sh"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "PART=compile needs MODELS" in proc.stderr

@@ -27,7 +27,7 @@ from ..config import settings
 from ..policy import PolicyChain
 from ..report.messages import warn_once
 from ..use.flex_ranking import FLEX_BACKWARD, FLEX_DECODING, FLEX_FORWARD
-from . import autotune, contract, flex_choices, plans
+from . import autotune, contract, flex_choices, plans, plugin_timers
 
 _state = {"installed": False, "nonce": uuid.uuid4().hex}  # nonce: this process's part of a collecting key
 
@@ -57,7 +57,8 @@ class PluginChoices(InductorChoices):
             return ktcs
         contract.note("choices_handler")
         try:
-            return autotune.pre_codegen(self, ktcs, kernel_inputs, templates, op_name, kwarg_overrides)
+            with plugin_timers.timed(plugin_timers.DECISION):
+                return autotune.pre_codegen(self, ktcs, kernel_inputs, templates, op_name, kwarg_overrides)
         except Exception as exc:
             warn_once(("pre", type(exc)),
                       f"ah_plugin: pre-codegen hook failed ({exc!r}); using Inductor's choices")

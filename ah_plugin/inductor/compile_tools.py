@@ -13,7 +13,8 @@ offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo
 * ``builtin_mm_ranking(...)``: what torch's shipped H100 AutoHeuristic artifact ranks for an input;
 * ``dynamo_graph_count()``, ``inductor_graph_count()``: graphs captured and lowered so far in the process
   (Dynamo's counters): whether a call compiled;
-* ``phase_seconds()``: wall seconds per compile phase so far in the process (Dynamo's and Inductor's timers);
+* ``phase_seconds()``: wall seconds per compile phase so far in the process (Dynamo's and Inductor's timers, the
+  plugin's own);
 * ``allow_recompiles(count)``: Dynamo recompiles one function at least ``count`` times before it gives up;
 * ``forget_dynamic_shapes()``: Dynamo forgets which sizes it saw change, as in a fresh process;
 * ``replay_time_ms(fn)``: replay timing capturing on the CUDA-graph trees' stream (``graph_trees``).
@@ -36,6 +37,7 @@ import torch._inductor.config as inductor_config
 from torch._inductor import select_algorithm
 from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, AHMetadata, mm_operations
 
+from . import plugin_timers
 from .graph_trees import replay_time_ms  # noqa: F401 - the tools' replay timing
 from .requests import caller_ids
 
@@ -100,10 +102,11 @@ def dynamo_graph_count() -> int:
 
 
 def phase_seconds() -> dict[str, float]:
-    """{phase: wall seconds summed} of Dynamo's and Inductor's phase timers so far in this process (nested
-    phases overlap; empty on a torch without them)."""
+    """{phase: wall seconds summed} of Dynamo's and Inductor's phase timers so far in this process, with the
+    plugin's own (``plugin_timers``, named ``ah_plugin.*``; nested phases overlap; Dynamo's and Inductor's are
+    missing on a torch without them)."""
     metrics = getattr(dynamo_utils, "compilation_time_metrics", None) or {}
-    return {name: float(sum(times)) for name, times in metrics.items()}
+    return {**{name: float(sum(times)) for name, times in metrics.items()}, **plugin_timers.seconds()}
 
 
 def inductor_graph_count() -> int:

@@ -28,7 +28,7 @@ import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import lowering as inductor_lowering
 
-from .. import contract, plans
+from .. import contract, plans, plugin_timers
 from ..gemm_ops import LOWERED
 from ..session import OFF, TUNED, Lowering, opened
 
@@ -87,24 +87,31 @@ def _as_off(original, name: str, args, kwargs):
 
 def _wrapper(original, name: str):
     def lowering(*args, **kwargs):
-        contract.note("lowerings")
-        try:
-            decided = plans.lowering(name, args)
-        except Exception:  # the plan reads the settings: never fail a lowering over them
-            decided = None
-        if decided == OFF:
-            _counts["off"] += 1
-            return _as_off(original, name, args, kwargs)
-        if decided != TUNED:
-            return original(*args, **kwargs)
-
-        def relower():
-            _counts["fell_back"] += 1
-            return _as_off(original, name, args, kwargs)
-
-        with opened(Lowering(name, TUNED, relower=relower)):
-            return original(*args, **kwargs)
+        with plugin_timers.timed(plugin_timers.GEMM):
+            return _lowered(original, name, args, kwargs)
 
     lowering._ah_plugin_lowering = True
     lowering.__wrapped__ = original
     return lowering
+
+
+def _lowered(original, name: str, args, kwargs):
+    """One GEMM lowering as its plan says (``install``)."""
+    contract.note("lowerings")
+    try:
+        decided = plans.lowering(name, args)
+    except Exception:  # the plan reads the settings: never fail a lowering over them
+        decided = None
+    if decided == OFF:
+        _counts["off"] += 1
+        return _as_off(original, name, args, kwargs)
+    if decided != TUNED:
+        return original(*args, **kwargs)
+
+    def relower():
+        _counts["fell_back"] += 1
+        with plugin_timers.timed(plugin_timers.RELOWERED):
+            return _as_off(original, name, args, kwargs)
+
+    with plugin_timers.timed(plugin_timers.TUNED), opened(Lowering(name, TUNED, relower=relower)):
+        return original(*args, **kwargs)

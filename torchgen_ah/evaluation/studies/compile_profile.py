@@ -17,7 +17,8 @@ functions by the cumulative seconds the second spent over the first. A function 
 nested calls again in cumulative time (20 s of ``codegen_node`` in an 8 s compile), so the own-time rows and the
 phase table are the ones to read for sizes: ``DIR/<model>_phases.txt`` gives every mode's seconds per phase by
 Dynamo's and Inductor's own wall-clock timers (``torch._dynamo.utils.compilation_time_metrics``: nested phases,
-waits on the compile workers included), the phases where a mode took at least ``PHASE_FLOOR`` s, and each
+waits on the compile workers included) and the plugin's (``ah_plugin.gemm_lowering`` and its parts, from
+``ah_plugin.inductor.plugin_timers``), the phases where a mode took at least ``PHASE_FLOOR`` s, and each
 plugin mode's seconds over the control's, whichever came first. ``--profile ''`` profiles no mode: phase times
 without cProfile's cost.
 """
