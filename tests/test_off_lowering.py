@@ -69,12 +69,11 @@ def test_fast_mode_generates_off_code_where_aten_is_kept(tmp_path, model, freeze
     if model == "bmm":  # no bmm ranking on a CPU: aten, lowered again as off after the C++ template was offered
         assert fast["lowerings"]["fell_back"] >= 1, fast["lowerings"]
         # the plugin's timers split its GEMM lowerings for the compile profile's phase table: the lowering
-        # done as the mode says holds the one done again as off, and every GEMM lowering holds both
+        # done as the mode says took longer than the part of it done again as off, within all GEMM lowerings
         timers = fast["plugin_seconds"]
         assert 0 < timers["ah_plugin.gemm_lowering.relowered"] < timers["ah_plugin.gemm_lowering.tuned"] \
             <= timers["ah_plugin.gemm_lowering"], timers
         assert timers["ah_plugin.decision"] > 0, timers
-        assert "ah_plugin.gemm_lowering.tuned" not in off["plugin_seconds"], off["plugin_seconds"]
 
 
 def test_a_grouped_mm_no_ranking_covers_is_lowered_as_off(tmp_path):

@@ -5,9 +5,8 @@ lowerings took it: their decisions, the max-autotune lowering that offers the ca
 again as off. These timers split that, per process, summed over every compile (``seconds()``;
 ``compile_tools.phase_seconds`` adds them to the phase table under their names):
 
-* ``GEMM`` (``ah_plugin.gemm_lowering``): every lowering of a GEMM op the plugin wraps, whatever its plan,
-  the plugin acting or not (a max-autotune-off compile in a process with the plugin installed times off's
-  own GEMM lowerings, the baseline);
+* ``GEMM`` (``ah_plugin.gemm_lowering``): every lowering of a GEMM op the plugin wraps, whatever its plan
+  (with the plugin installed and not acting, off's own GEMM lowerings);
 * ``TUNED`` (``ah_plugin.gemm_lowering.tuned``): the lowerings done as the mode says (``session.TUNED``):
   the candidates offered, the policies asked, the kept templates autotuned, the lowering redone as off;
 * ``RELOWERED`` (``ah_plugin.gemm_lowering.relowered``): within those, lowering again as off where the
@@ -15,13 +14,17 @@ again as off. These timers split that, per process, summed over every compile (`
 * ``DECISION`` (``ah_plugin.decision``): the plugin's pre-codegen step (naming, widening and pruning the
   candidates; the policies' decision).
 
-A timer nested in itself (a GEMM lowering that lowers another GEMM) counts the outer call only. Two
-``perf_counter`` calls per timed step: nothing next to a lowering.
+A timer nested in itself (a GEMM lowering that lowers another GEMM) counts the outer call only, per thread.
+Two ``perf_counter`` calls per timed step: nothing next to a lowering. The timers run only where the plugin is
+installed: a compile without it (the zoo's and the compile profile's off modes) times nothing, so in the phase
+table ``gemm_lowering.tuned`` less ``.relowered`` is what a plugin mode's GEMM lowerings did beyond the lowering
+off does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 
 GEMM = "ah_plugin.gemm_lowering"
@@ -30,22 +33,25 @@ RELOWERED = "ah_plugin.gemm_lowering.relowered"
 DECISION = "ah_plugin.decision"
 
 _seconds: dict[str, float] = {}
-_active: set = set()
+_local = threading.local()  # the timers open in this thread
 
 
 @contextlib.contextmanager
 def timed(name: str):
     """Add the block's wall seconds to ``name`` (the outermost block of that name only)."""
-    if name in _active:
+    active = getattr(_local, "active", None)
+    if active is None:
+        active = _local.active = set()
+    if name in active:
         yield
         return
-    _active.add(name)
+    active.add(name)
     start = time.perf_counter()
     try:
         yield
     finally:
         _seconds[name] = _seconds.get(name, 0.0) + time.perf_counter() - start
-        _active.discard(name)
+        active.discard(name)
 
 
 def seconds() -> dict[str, float]:
