@@ -160,6 +160,7 @@ def install(
     confidence: float | None = None,
     tune_non_gemm: bool | None = None,
     l2_rule: bool | None = None,
+    time_unbacked: bool | None = None,
     compile_once: bool | None = None,
     padded_choice: str | None = None,
 ) -> None:
@@ -171,7 +172,9 @@ def install(
     default) or "per_call" (Inductor's own). confidence: the ranking share at which fast mode keeps a
     template alone, or "never" (default: 0.8 on a CPU, never on a GPU). tune_non_gemm: in fast and quality
     modes, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md). l2_rule: False lets
-    fast mode time templates on memory-bound GEMMs within L2 too (docs/fast_mode.md). compile_once: False
+    fast mode time templates on memory-bound GEMMs within L2 too (docs/fast_mode.md). time_unbacked: True lets
+    fast mode on a GPU time a template its artifact's data do not back against aten (default: aten alone
+    there, as on a CPU; docs/fast_mode.md). compile_once: False
     lets a benchmarked template that wins compile a second time under a unique name (docs/fast_mode.md).
     padded_choice: "off" (default), "auto" (on CUDA) or "on" (any device): quality mode times cuBLAS on the
     padded GEMM as one more candidate instead of Inductor's separate padding pass (docs/quality_mode.md).
@@ -198,6 +201,7 @@ def install(
         confidence=confidence,
         tune_non_gemm=tune_non_gemm,
         l2_rule=l2_rule,
+        time_unbacked=time_unbacked,
         compile_once=compile_once,
         padded_choice=padded_choice,
     )

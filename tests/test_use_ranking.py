@@ -133,12 +133,18 @@ def test_fast_mode_keeps_a_sure_template_alone_only_where_told_and_times_it_agai
     assert policy(tmp_path).select(request(m=32)) == [T[0]]  # sure enough, and backed: the template alone
     monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "never")
     assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
-    # sure enough, but the leaf's data do not back it (or the artifact records none): timed on a GPU
+    # sure enough, but the leaf's data do not back it (or the artifact records none): aten alone, as on a CPU;
+    # timed against aten on a GPU only where AH_PLUGIN_TIME_UNBACKED says so
     monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "0.6")
     for support in (backed(T[0], spread=1.6), None, False):
         write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay", support=support)
         artifact_loader.clear_cache()
+        unbacked = policy(tmp_path)
+        assert unbacked.select(request(m=32)) == ["extern_mm"], support
+        assert unbacked.stats.unbacked == 1, support
+        monkeypatch.setenv("AH_PLUGIN_TIME_UNBACKED", "on")
         assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"], support
+        monkeypatch.delenv("AH_PLUGIN_TIME_UNBACKED")
     # the same artifact file without the replay mark: aten alone again on this GPU
     monkeypatch.delenv("AH_PLUGIN_CONFIDENCE")
     write_artifact(tmp_path, "_MMRankingTest.py")
@@ -160,9 +166,16 @@ def test_fast_mode_default_confidence_depends_on_the_device():
 
 def test_fast_mode_keeps_a_template_only_where_the_leafs_data_back_it():
     """The data behind a leaf back its template with 3 inputs, two timings of each per input on average,
-    and a margin over aten above the spread. Without that a GPU times the template against aten, and a
-    CPU keeps aten alone, as it does without an artifact."""
-    from ah_plugin.use.ranking import choose_fast, supported
+    and a margin over aten above the spread. Without that fast mode keeps aten alone, as it does without an
+    artifact; a GPU times the template against aten where ``time_unbacked`` asks for it, a CPU never does."""
+    from ah_plugin.use.ranking import choose, choose_fast, supported
+
+    ranking, cands = [(T[1], 1.0)], ["extern_mm", *T]
+    for cpu in (False, True):
+        assert choose(ranking, cands, UseOptions(fast=True), True, cpu=cpu, support=None) == ["extern_mm"]
+    timing = UseOptions(fast=True, time_unbacked=True)
+    assert choose(ranking, cands, timing, True, cpu=False, support=None) == [T[1], "extern_mm"]
+    assert choose(ranking, cands, timing, True, cpu=True, support=None) == ["extern_mm"]
 
     assert supported(backed(T[1]), T[1])
     for unbacked in (backed(T[1], inputs=2, timings=8),  # too few inputs
@@ -580,7 +593,7 @@ def decode(meta):
 def test_fast_mode_keeps_aten_alone_where_replay_would_see_a_memory_bound_gemm_in_l2(tmp_path):
     """A template first is timed against aten only when replay can judge it: a memory-bound GEMM with
     16 MiB or more of operands, all within L2, keeps aten alone in fast mode (top-k modes still time it)."""
-    write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay")
+    write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay", support=backed(T[0]))
     h200 = dict(H100_META, l2_bytes=60 * 2**20)  # an H200 reports 60 MiB
     ruled = policy(tmp_path)
     assert ruled.select(decode(h200)) == ["extern_mm"]
@@ -597,7 +610,7 @@ def test_fast_mode_keeps_aten_alone_where_replay_would_see_a_memory_bound_gemm_i
 def test_the_l2_rule_can_be_switched_off_by_variable_and_by_install(tmp_path, monkeypatch):
     """AH_PLUGIN_L2_RULE=off (or install(l2_rule=False)): fast mode times the ranking's template against
     aten on a memory-bound GEMM within L2 as on any other; the switch is part of the compile-cache key."""
-    write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay")
+    write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay", support=backed(T[0]))
     h200 = dict(H100_META, l2_bytes=60 * 2**20)
     import ah_plugin
     from ah_plugin.config import settings

@@ -12,9 +12,11 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
   GEMMs) and the training data behind the leaf back it (``supported``: enough inputs, each timed more than
   once, and the template faster than aten by more than the timings spread), that template alone is kept
   (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
-  CUDA-graph replay; the template wins only by the aten margin. On a CPU a template the data do not back
-  is not timed either: aten alone is kept, as without an artifact (timing it means compiling the C++
-  template, the compile's main cost). Templates are trusted only from an
+  CUDA-graph replay; the template wins only by the aten margin. A template the data do not back is not
+  timed: aten alone is kept, as without an artifact. On a CPU, timing it means compiling the C++ template,
+  the compile's main cost; on the H200, the unbacked templates fast mode timed won nothing a step could
+  show (the Llama-style decoders stepped 0.994-1.003x off) and cost up to 1.7 s of a decoder's compile
+  (compiling, timing and loading them). ``AH_PLUGIN_TIME_UNBACKED=on`` times them on a GPU. Templates are trusted only from an
   artifact trained on replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on
   per-call GPU timings, which favour templates on small GEMMs, gets aten alone, and so does a memory-bound
   GEMM whose operands fit in the GPU's L2, which replay would time from L2 (``l2_residency``;
@@ -66,8 +68,9 @@ from ah_plugin.report.verbose_output import say
 # bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
 # 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way; 6: quality
 # mode keeps its padded candidate; 7: fast mode keeps aten on symbolic sizes where the ranking differs across them;
-# 8: a template kept alone, or on a CPU at all, only where the data behind the leaf back it)
-RULES_VERSION = 8
+# 8: a template kept alone, or on a CPU at all, only where the data behind the leaf back it; 9: on a GPU too,
+# unless time_unbacked)
+RULES_VERSION = 9
 # fast mode leaves a GEMM unpadded only where the ranking's first template has at least this share, padded and
 # not. On the H200's unaligned GEMMs padding beat the best template on two: 2048x768x1001 (13.1 against 16.8 us),
 # whose padded twin ranks cuBLAS first, and 1024x1000x999 (13.9 against 17.3), ranked with no confidence (0)
@@ -103,6 +106,7 @@ class UseOptions:
     quality: bool = False  # quality mode: the top k (settings.QUALITY_TOP_K) of a space with persistent TMA, and aten
     confidence: float | None = DEFAULT_CONFIDENCE  # fast mode: the share a lone template needs (None: by device)
     l2_rule: bool = True  # fast mode: aten alone on memory-bound GEMMs within L2 (l2_residency)
+    time_unbacked: bool = False  # fast mode on a GPU: time a template its leaf's data do not back (else aten)
     adaptive: bool = False
     mass: float = DEFAULT_MASS  # adaptive: keep the shortest prefix whose probability mass reaches this
     min_choices: int = DEFAULT_MIN_CHOICES  # never keep fewer (when that many exist); 1 may skip benchmarking
@@ -122,7 +126,7 @@ class UseOptions:
         """A stable text of what changes the kept choices (for compile-cache keys)."""
         k = f"adaptive:{self.mass}:{self.top_k}" if self.adaptive else str(self.top_k)
         if self.fast:
-            k = f"fast:{self.confidence}:l2={int(self.l2_rule)}"
+            k = f"fast:{self.confidence}:l2={int(self.l2_rule)}:unbacked={int(self.time_unbacked)}"
         elif self.quality:
             k = f"quality:{self.top_k}"
         return f"k={k};min={self.min_choices};aten={int(self.keep_aten)};on={int(self.enabled)}"
@@ -140,6 +144,7 @@ class UseOptions:
             "quality": current.quality,
             "confidence": current.confidence,
             "l2_rule": current.l2_rule,
+            "time_unbacked": current.time_unbacked,
             "adaptive": current.adaptive,
             "mass": current.top_k_mass,
             "min_choices": current.min_choices,
@@ -166,7 +171,8 @@ def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confide
     """Fast mode's ids to keep: one aten choice when the ranking puts aten first (or templates are not
     trusted), the top template alone when its share reaches ``confidence`` and ``support`` (the leaf's
     training data, ``LoadedArtifact.support``) backs it, else the top template and aten (timed against each
-    other); with ``time_unsupported`` False (a CPU), aten alone where the support does not back the template.
+    other); with ``time_unsupported`` False (fast mode's default), aten alone where the support does not back
+    the template.
     Pure function of its inputs.
 
     The aten choice kept is ``kept_aten_choice``'s, whatever the ranking says among aten choices."""
@@ -230,14 +236,14 @@ def choose(
     cpu: bool = False, support: dict | None = None,
 ) -> list[str]:
     """The ids to keep, best first, from an artifact's ``ranking`` and today's ``candidates`` (``cpu``: the
-    request is a CPU's, for fast mode's default confidence and its rule for a template the data do not
-    back; ``support``: the leaf's training data, for fast mode).
+    request is a CPU's, for fast mode's default confidence, and where a template the data do not back is
+    never timed, whatever ``options.time_unbacked`` says; ``support``: the leaf's training data, for fast mode).
 
     Pure function of its inputs (the policy's core; unit-testable on plain lists).
     """
     if options.fast:
         return choose_fast(ranking, candidates, lone_template_share(options.confidence, cpu), trust_templates,
-                           support, time_unsupported=not cpu)
+                           support, time_unsupported=options.time_unbacked and not cpu)
     today = set(candidates)
     enough = max(options.top_k, options.min_choices)  # more ranked choices are never used
     ranked, seen = [], set()
@@ -561,14 +567,16 @@ class RankingPolicy(ChoicePolicy):
             if top is not None and not is_aten_choice(top):
                 return (f"{name} ranks {top} first, but its data do not back it ({support_words(support, top)}; "
                         f"backing takes {SUPPORT_MIN_INPUTS} inputs, each timed twice, and a speed-up above the "
-                        "spread): aten alone, as without an artifact")
+                        "spread): aten alone, as without an artifact" +
+                        ("" if on_cpu(request.metadata) else " (AH_PLUGIN_TIME_UNBACKED=on times it)"))
             return f"{name} ranks aten first"
         threshold = lone_template_share(options.confidence, on_cpu(request.metadata))
         if len(keep) == 1:
             return (f"{name} ranks it first with a share of {share:.2f} (at least {threshold:g}), "
                     f"{support_words(support, top)}: nothing to time")
         if math.isinf(threshold):
-            return f"{name} ranks the template first (share {share:.2f}); on a GPU it is timed against aten"
+            return (f"{name} ranks the template first (share {share:.2f}), {support_words(support, top)}; on a GPU "
+                    "it is timed against aten")
         if share >= threshold:
             return (f"{name} ranks the template first with a share of {share:.2f}, but the data do not back it "
                     f"alone ({support_words(support, top)}): timed against aten")
