@@ -286,13 +286,13 @@ def feedback(timings, name, input_nodes, choices, profiled_time_fn=None, precomp
 def _apply_margin(timings, choices, ids, margin: float, aten: set | None = None) -> None:
     """Raise the times of templates that do not beat aten by ``margin`` to just above aten's, so Inductor's
     minimum picks aten unless a template is faster by the margin. ``aten``: the ids of what max-autotune off
-    runs (``aten_margin.baseline``: for a FlexAttention kernel off's default config); default, the aten ids.
-    Idempotent (feedback savers run again on in-process cache hits with the same dict)."""
+    runs (``aten_margin.baseline``: for a FlexAttention kernel off's default config); default, a GEMM's:
+    the aten ids. Idempotent (feedback savers run again on in-process cache hits with the same dict)."""
     by_id = {cid: float(timings[c]) for c, cid in zip(choices, ids) if c in timings}
     # aten by id: Inductor counts subgraph candidates (decompose-K, the padded one) as extern, but they
     # compete with aten like templates do, and the results cache's winner (aten_margin.winner) reads ids
     if aten is None:
-        aten = {cid for cid in ids if is_aten_choice(cid)}
+        aten = aten_margin.baseline("mm", ids)
     losers = aten_margin.losing_templates(by_id, aten, margin)
     if not losers:
         return
