@@ -172,9 +172,9 @@ def install(
     default) or "per_call" (Inductor's own). confidence: the ranking share at which fast mode keeps a
     template alone, or "never" (default: 0.8 on a CPU, never on a GPU). tune_non_gemm: in fast and quality
     modes, keep ``mode="max-autotune"``'s tuning of non-GEMM kernels (docs/fast_mode.md). l2_rule: False lets
-    fast mode time templates on memory-bound GEMMs within L2 too (docs/fast_mode.md). time_unbacked: True lets
-    fast mode on a GPU time a template its artifact's data do not back against aten (default: aten alone
-    there, as on a CPU; docs/fast_mode.md). compile_once: False
+    fast mode time templates on memory-bound GEMMs within L2 too (docs/fast_mode.md). time_unbacked: False makes
+    fast mode on a GPU keep aten alone where its artifact's data do not back the ranking's template, as on a
+    CPU, instead of timing the template against aten (docs/use.md, "Support"). compile_once: False
     lets a benchmarked template that wins compile a second time under a unique name (docs/fast_mode.md).
     padded_choice: "off" (default), "auto" (on CUDA) or "on" (any device): quality mode times cuBLAS on the
     padded GEMM as one more candidate instead of Inductor's separate padding pass (docs/quality_mode.md).

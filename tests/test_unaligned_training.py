@@ -107,6 +107,14 @@ def test_fast_mode_held_out_on_the_committed_logs(tmp_path):
     unaligned_n = [r for r in rows if r["input"].split()[0].endswith(("x2", "x4"))]
     assert len(unaligned_n) == 8 and all(r["kept"] == "template kept" for r in unaligned_n)
     assert all(r["us"] < 0.65 * r["cublas_us"] for r in unaligned_n)
+    # --backed-only (AH_PLUGIN_TIME_UNBACKED=off): fewer templates timed, none above cuBLAS, fewer wins
+    backed = fast_heldout.evaluate([str(REPLAY), str(UNALIGNED)], True, 0.02, log=lambda *_: None,
+                                   time_unbacked=False)
+    timed = {mode: sum(r["kept"] != "aten" for r in got) for mode, got in (("all", rows), ("backed", backed))}
+    assert 0 < timed["backed"] < timed["all"] and all(r["us"] <= r["cublas_us"] for r in backed)
+    won = {mode: {r["input"] for r in got if r["kept"] == "template kept"} for mode, got in (("all", rows),
+                                                                                            ("backed", backed))}
+    assert won["backed"] < won["all"]
     text = (tmp_path / "fast_heldout.md").read_text()
     assert text.startswith("Command: `python -m torchgen_ah.evaluation.studies.fast_heldout") and "92 inputs" in text
 

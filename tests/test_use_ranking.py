@@ -133,17 +133,17 @@ def test_fast_mode_keeps_a_sure_template_alone_only_where_told_and_times_it_agai
     assert policy(tmp_path).select(request(m=32)) == [T[0]]  # sure enough, and backed: the template alone
     monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "never")
     assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]
-    # sure enough, but the leaf's data do not back it (or the artifact records none): aten alone, as on a CPU;
-    # timed against aten on a GPU only where AH_PLUGIN_TIME_UNBACKED says so
+    # sure enough, but the leaf's data do not back it (or the artifact records none): timed on a GPU, or
+    # aten alone, as on a CPU, where AH_PLUGIN_TIME_UNBACKED=off says so
     monkeypatch.setenv("AH_PLUGIN_CONFIDENCE", "0.6")
     for support in (backed(T[0], spread=1.6), None, False):
         write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay", support=support)
         artifact_loader.clear_cache()
-        unbacked = policy(tmp_path)
-        assert unbacked.select(request(m=32)) == ["extern_mm"], support
-        assert unbacked.stats.unbacked == 1, support
-        monkeypatch.setenv("AH_PLUGIN_TIME_UNBACKED", "on")
-        assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"], support
+        timed = policy(tmp_path)
+        assert timed.select(request(m=32)) == [T[0], "extern_mm"], support
+        assert timed.stats.unbacked == 1, support
+        monkeypatch.setenv("AH_PLUGIN_TIME_UNBACKED", "off")
+        assert policy(tmp_path).select(request(m=32)) == ["extern_mm"], support
         monkeypatch.delenv("AH_PLUGIN_TIME_UNBACKED")
     # the same artifact file without the replay mark: aten alone again on this GPU
     monkeypatch.delenv("AH_PLUGIN_CONFIDENCE")
@@ -166,16 +166,17 @@ def test_fast_mode_default_confidence_depends_on_the_device():
 
 def test_fast_mode_keeps_a_template_only_where_the_leafs_data_back_it():
     """The data behind a leaf back its template with 3 inputs, two timings of each per input on average,
-    and a margin over aten above the spread. Without that fast mode keeps aten alone, as it does without an
-    artifact; a GPU times the template against aten where ``time_unbacked`` asks for it, a CPU never does."""
+    and a margin over aten above the spread. Without that a GPU times the template against aten (aten alone
+    with ``time_unbacked`` False), and a CPU keeps aten alone, as it does without an artifact."""
     from ah_plugin.use.ranking import choose, choose_fast, supported
 
     ranking, cands = [(T[1], 1.0)], ["extern_mm", *T]
-    for cpu in (False, True):
-        assert choose(ranking, cands, UseOptions(fast=True), True, cpu=cpu, support=None) == ["extern_mm"]
-    timing = UseOptions(fast=True, time_unbacked=True)
+    timing = UseOptions(fast=True)
     assert choose(ranking, cands, timing, True, cpu=False, support=None) == [T[1], "extern_mm"]
     assert choose(ranking, cands, timing, True, cpu=True, support=None) == ["extern_mm"]
+    for cpu in (False, True):
+        assert choose(ranking, cands, UseOptions(fast=True, time_unbacked=False), True, cpu=cpu,
+                      support=None) == ["extern_mm"]
 
     assert supported(backed(T[1]), T[1])
     for unbacked in (backed(T[1], inputs=2, timings=8),  # too few inputs
@@ -668,3 +669,21 @@ def test_which_gemms_replay_misjudges():
     # unknown sizes or L2: the rule stays out of the way
     assert not replay_misjudges(dict(bf16, m=64, k=2048), l2) and not replay_misjudges(dict(bf16, m=64, k=8, n=8), None)
     assert l2_bytes_for({"device_capa": (0, 0), "device_name": "cpu"}) is None
+
+
+def test_time_unbacked_off_by_install_keeps_aten_on_a_gpu_and_changes_the_cache_key(tmp_path):
+    """install(time_unbacked=False), the twin of AH_PLUGIN_TIME_UNBACKED=off: an unbacked template first is
+    not timed on a GPU; the switch is part of the compile-cache key; uninstall restores timing it."""
+    import ah_plugin
+    from ah_plugin.config import settings
+
+    write_artifact(tmp_path, "_MMRankingTest.py", timing="cudagraph_replay", support=None)
+    try:
+        ah_plugin.install(use="mm", artifact_dir=str(tmp_path))
+        timing = settings.describe(settings.current())
+        ah_plugin.install(use="mm", time_unbacked=False, artifact_dir=str(tmp_path))
+        assert policy(tmp_path).select(request(m=32)) == ["extern_mm"]
+        assert settings.describe(settings.current()) != timing
+    finally:
+        ah_plugin.uninstall()
+    assert policy(tmp_path).select(request(m=32)) == [T[0], "extern_mm"]

@@ -43,7 +43,7 @@ ENV_ATEN_MARGIN = "AH_PLUGIN_ATEN_MARGIN"  # a template beats aten only by more 
 ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: the share a template needs to be kept alone, or "never"
 ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast/quality modes: "skip" (max-autotune tunes GEMMs only, default) | "tune"
 ENV_L2_RULE = "AH_PLUGIN_L2_RULE"  # fast mode: aten alone on memory-bound GEMMs within L2 ("on", default) | "off"
-ENV_TIME_UNBACKED = "AH_PLUGIN_TIME_UNBACKED"  # fast mode on a GPU: time a template its data do not back ("on") | aten alone ("off", default)
+ENV_TIME_UNBACKED = "AH_PLUGIN_TIME_UNBACKED"  # fast mode on a GPU: time a template its data do not back ("on", default) | aten alone ("off")
 ENV_COMPILE_ONCE = "AH_PLUGIN_COMPILE_ONCE"  # a kept template reuses its autotuning's compile ("on", default) | "off"
 ENV_PADDED_CHOICE = "AH_PLUGIN_PADDED_CHOICE"  # quality mode: the padded GEMM as a candidate: "off" (default) | "auto" (CUDA) | "on"
 PADDED_CHOICE_VALUES = ("auto", "on", "off")
@@ -127,7 +127,7 @@ class Settings:
     tune_non_gemm: bool = False  # fast/quality: keep max-autotune's tuning of pointwise/reduction kernels
     quality: bool = False  # quality mode: the top QUALITY_TOP_K (not top_k) of a space with persistent TMA, and aten
     l2_rule: bool = True  # fast mode: aten alone on memory-bound GEMMs within L2 (l2_residency)
-    time_unbacked: bool = False  # fast mode: time a template the leaf's data do not back against aten (else aten)
+    time_unbacked: bool = True  # fast mode on a GPU: time an unbacked template against aten (False: aten alone)
     compile_once: bool = True  # a benchmarked template that wins compiles once (patches/compile_once.py)
     padded_choice: str = "off"  # quality mode: cuBLAS on the padded GEMM as one more candidate (inductor/padded_choice.py)
 
@@ -439,7 +439,8 @@ def describe(settings: Settings) -> str:
         f"collect={','.join(sorted(settings.collect))};use={','.join(sorted(settings.use))};"
         f"top_k={settings.top_k};fast={settings.fast}:{settings.confidence};quality={settings.quality};"
         f"adaptive={settings.adaptive}:{settings.top_k_mass};timing={settings.timing};margin={settings.aten_margin};"
-        f"non_gemm={settings.tune_non_gemm};l2_rule={settings.l2_rule};unbacked={settings.time_unbacked};once={settings.compile_once};"
+        f"non_gemm={settings.tune_non_gemm};l2_rule={settings.l2_rule};unbacked={settings.time_unbacked};"
+        f"once={settings.compile_once};"
         f"padded={settings.padded_choice};"
         f"min={settings.min_choices};aten={settings.keep_aten};artifact_dir={settings.artifact_dir};"
         f"space={settings.search_space};sample={settings.search_sample};tunable={settings.tunable};"

@@ -12,11 +12,11 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
   GEMMs) and the training data behind the leaf back it (``supported``: enough inputs, each timed more than
   once, and the template faster than aten by more than the timings spread), that template alone is kept
   (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
-  CUDA-graph replay; the template wins only by the aten margin. A template the data do not back is not
-  timed: aten alone is kept, as without an artifact. On a CPU, timing it means compiling the C++ template,
-  the compile's main cost; on the H200, the unbacked templates fast mode timed won nothing a step could
-  show (the Llama-style decoders stepped 0.994-1.003x off) and cost up to 1.7 s of a decoder's compile
-  (compiling, timing and loading them). ``AH_PLUGIN_TIME_UNBACKED=on`` times them on a GPU. Templates are trusted only from an
+  CUDA-graph replay; the template wins only by the aten margin. Where the data do not back it the template
+  is measured so on a GPU; ``AH_PLUGIN_TIME_UNBACKED=off`` keeps aten alone there instead, trading the
+  template's possible gain for the compile its timing costs. On a CPU a template the data do not back is
+  never timed: aten alone is kept, as without an artifact (timing it means compiling the C++ template,
+  the compile's main cost). Templates are trusted only from an
   artifact trained on replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on
   per-call GPU timings, which favour templates on small GEMMs, gets aten alone, and so does a memory-bound
   GEMM whose operands fit in the GPU's L2, which replay would time from L2 (``l2_residency``;
@@ -68,9 +68,8 @@ from ah_plugin.report.verbose_output import say
 # bump when the same artifact and settings would keep other choices (2: fast mode's L2 rule; 3: its size floor;
 # 4: bias_addmm preferred among aten choices; 5: no shape padding where a template runs either way; 6: quality
 # mode keeps its padded candidate; 7: fast mode keeps aten on symbolic sizes where the ranking differs across them;
-# 8: a template kept alone, or on a CPU at all, only where the data behind the leaf back it; 9: on a GPU too,
-# unless time_unbacked)
-RULES_VERSION = 9
+# 8: a template kept alone, or on a CPU at all, only where the data behind the leaf back it)
+RULES_VERSION = 8
 # fast mode leaves a GEMM unpadded only where the ranking's first template has at least this share, padded and
 # not. On the H200's unaligned GEMMs padding beat the best template on two: 2048x768x1001 (13.1 against 16.8 us),
 # whose padded twin ranks cuBLAS first, and 1024x1000x999 (13.9 against 17.3), ranked with no confidence (0)
@@ -106,7 +105,7 @@ class UseOptions:
     quality: bool = False  # quality mode: the top k (settings.QUALITY_TOP_K) of a space with persistent TMA, and aten
     confidence: float | None = DEFAULT_CONFIDENCE  # fast mode: the share a lone template needs (None: by device)
     l2_rule: bool = True  # fast mode: aten alone on memory-bound GEMMs within L2 (l2_residency)
-    time_unbacked: bool = False  # fast mode on a GPU: time a template its leaf's data do not back (else aten)
+    time_unbacked: bool = True  # fast mode on a GPU: time a template its leaf's data do not back (else aten)
     adaptive: bool = False
     mass: float = DEFAULT_MASS  # adaptive: keep the shortest prefix whose probability mass reaches this
     min_choices: int = DEFAULT_MIN_CHOICES  # never keep fewer (when that many exist); 1 may skip benchmarking
@@ -171,8 +170,8 @@ def choose_fast(ranking: list[tuple[str, float]], candidates: list[str], confide
     """Fast mode's ids to keep: one aten choice when the ranking puts aten first (or templates are not
     trusted), the top template alone when its share reaches ``confidence`` and ``support`` (the leaf's
     training data, ``LoadedArtifact.support``) backs it, else the top template and aten (timed against each
-    other); with ``time_unsupported`` False (fast mode's default), aten alone where the support does not back
-    the template.
+    other); with ``time_unsupported`` False (a CPU, or ``AH_PLUGIN_TIME_UNBACKED=off``), aten alone where the
+    support does not back the template.
     Pure function of its inputs.
 
     The aten choice kept is ``kept_aten_choice``'s, whatever the ranking says among aten choices."""
@@ -568,7 +567,7 @@ class RankingPolicy(ChoicePolicy):
                 return (f"{name} ranks {top} first, but its data do not back it ({support_words(support, top)}; "
                         f"backing takes {SUPPORT_MIN_INPUTS} inputs, each timed twice, and a speed-up above the "
                         "spread): aten alone, as without an artifact" +
-                        ("" if on_cpu(request.metadata) else " (AH_PLUGIN_TIME_UNBACKED=on times it)"))
+                        ("" if on_cpu(request.metadata) else " (AH_PLUGIN_TIME_UNBACKED=off)"))
             return f"{name} ranks aten first"
         threshold = lone_template_share(options.confidence, on_cpu(request.metadata))
         if len(keep) == 1:

@@ -59,7 +59,7 @@ from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_sh
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the evaluation's bars need.
 ALL_MODES = ("off", "default", "fast", "quality", "plugin_adaptive", "plugin_k10", "cache", "builtin_ah",
-             "plugin_k1", "plugin_top1", "replay_all", "aten_only", "fast_tune_all", "fast_timed", "quality_padded",
+             "plugin_k1", "plugin_top1", "replay_all", "aten_only", "fast_tune_all", "fast_backed", "quality_padded",
              "off_frozen", "quality_frozen")
 FROZEN = "_frozen"
 # off_frozen, quality_frozen: the mode with Inductor's freezing on (TORCHINDUCTOR_FREEZING=1): weights become
@@ -69,8 +69,8 @@ FROZEN = "_frozen"
 # aten_only: max-autotune with aten as the only GEMM backend, plugin off: what max-autotune costs besides
 # GEMM selection (pointwise and reduction config tuning), to tell that apart from the plugin's cost.
 # fast_tune_all: fast mode with max-autotune's tuning of the other kernels kept (AH_PLUGIN_NON_GEMM=tune).
-# fast_timed: fast mode timing against aten, on a GPU, the templates its artifact's data do not back
-# (AH_PLUGIN_TIME_UNBACKED=on; fast mode keeps aten alone there), to price that rule.
+# fast_backed: fast mode keeping aten alone, on a GPU, where its artifact's data do not back the template
+# (AH_PLUGIN_TIME_UNBACKED=off; fast mode times the template against aten there), to price that switch.
 # replay_all: every default candidate timed by CUDA-graph replay, twice per shape (the plugin's collector
 # path with the default space): the replay-fastest choice that the per-call pick is compared with.
 REPLAY_REPS = 2
@@ -131,8 +131,8 @@ def mode_environment(mode: str, work_dir: str, base_env=None, caches: str | None
         env["AH_PLUGIN_PADDED_CHOICE"] = "auto" if mode == "quality_padded" else "off"
     elif mode == "fast_tune_all":
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_NON_GEMM="tune")
-    elif mode == "fast_timed":
-        env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_TIME_UNBACKED="on")
+    elif mode == "fast_backed":
+        env.update(TORCHINDUCTOR_AUTOHEURISTIC_USE=OURS_USE, AH_PLUGIN_TIME_UNBACKED="off")
     elif mode == "replay_all":
         env.update(TORCHINDUCTOR_AUTOHEURISTIC_COLLECT="mm", AH_PLUGIN_SEARCH_SPACE="default",
                    TORCHINDUCTOR_AUTOHEURISTIC_LOG_PATH=os.path.join(work_dir, "replay_all_log.txt"))

@@ -34,7 +34,7 @@ ONE_PROCESS = "one_process"  # the run plan's name for this process, in place of
 # variables, held equal by the tests); every other mode here runs with the plugin off
 PLUGIN_ARGS = {"fast": {}, "quality": {"top_k": "quality", "padded_choice": "off"},
                "quality_padded": {"top_k": "quality", "padded_choice": "auto"},
-               "fast_tune_all": {"tune_non_gemm": True}, "fast_timed": {"time_unbacked": True}}
+               "fast_tune_all": {"tune_non_gemm": True}, "fast_backed": {"time_unbacked": False}}
 # Inductor options a mode adds to its torch.compile mode's
 EXTRA_OPTIONS = {"aten_only": {"max_autotune_gemm_backends": "ATEN"}, compile_cost.FROZEN: {"freezing": True}}
 OFF_MODES = ("off", "off_again")

@@ -7,7 +7,9 @@ inputs that fold held out, from the log's own median times:
 
 * the ranking puts aten first: aten alone (``extern_mm``), nothing compiled;
 * a template first: that template and aten, timed against each other; the template wins only when it
-  beats aten by the aten margin (``ah_plugin.use.aten_margin``), as in a compile.
+  beats aten by the aten margin (``ah_plugin.use.aten_margin``), as in a compile. With ``--backed-only``
+  (``AH_PLUGIN_TIME_UNBACKED=off``) only where the leaf's training data back it (``ranking.supported``),
+  else aten alone.
 
 Reported per input: what was kept, the resulting time over cuBLAS's (``extern_mm``) and over the best
 candidate of the log. The L2 rule (a compile-time rule about which GEMMs are timed at all) is not applied:
@@ -48,11 +50,14 @@ def _load_class(path: str, name: str):
 
 
 def fast_outcome(ranked: list[tuple[str, float]], times: dict[str, float], margin: float,
-                 confidence: float = math.inf, support: dict | None = None) -> tuple[str, float]:
+                 confidence: float = math.inf, support: dict | None = None,
+                 time_unbacked: bool = True) -> tuple[str, float]:
     """(what fast mode keeps, the time it ends with) for one input, from its measured ``times``;
     ``confidence``: the share at which a template is kept alone (``AH_PLUGIN_CONFIDENCE``; never by default),
-    where the leaf's training data (``support``) back it."""
-    kept = ranking.choose_fast(ranked, list(times), confidence, trust_templates=True, support=support)
+    where the leaf's training data (``support``) back it; ``time_unbacked``: a template they do not back is
+    timed against aten (fast mode's default on a GPU), else aten is kept alone."""
+    kept = ranking.choose_fast(ranked, list(times), confidence, trust_templates=True, support=support,
+                               time_unsupported=time_unbacked)
     if len(kept) == 1:
         return ("aten" if ranking.is_aten_choice(kept[0]) else "template alone"), times[kept[0]]
     timed = {c: times[c] for c in kept}
@@ -69,7 +74,7 @@ def describe(features: dict) -> str:
 
 
 def evaluate(log_paths: list[str], alignment: bool, margin: float, grid: str = "sparse", log=print,
-             confidence: float = math.inf) -> list[dict]:
+             confidence: float = math.inf, time_unbacked: bool = True) -> list[dict]:
     """One row per input of the logs that has a cuBLAS (``extern_mm``) time: its fold, what fast mode kept
     there and the times."""
     table, _ = train_decision_mm.load_table(log_paths, log_stem(log_paths[0]))
@@ -89,21 +94,24 @@ def evaluate(log_paths: list[str], alignment: bool, margin: float, grid: str = "
                     log(f"fold {fold}: {describe(features)} left out: no {ATEN} time to compare with")
                     continue
                 kept, time = fast_outcome(artifact.rank(features), times, margin, confidence,
-                                          artifact.support(features))
+                                          artifact.support(features), time_unbacked)
                 rows.append({"fold": fold, "input": describe(features), "kept": kept, "us": time * 1000,
                              "cublas_us": times[ATEN] * 1000, "best_us": min(times.values()) * 1000})
             log(f"fold {fold}: {int(held.sum())} inputs held out")
     return rows
 
 
-def markdown(rows: list[dict], command: str, confidence: float = math.inf) -> str:
+def markdown(rows: list[dict], command: str, confidence: float = math.inf, time_unbacked: bool = True) -> str:
     vs_aten = [r["us"] / r["cublas_us"] for r in rows]
     vs_best = [r["us"] / r["best_us"] for r in rows]
     oracle = [min(r["cublas_us"], r["best_us"]) / r["cublas_us"] for r in rows]
     kinds = {k: sum(r["kept"] == k for r in rows) for k in sorted({r["kept"] for r in rows})}
-    how = ("each top template timed against aten" if math.isinf(confidence) else
+    unbacked = "timed against aten" if time_unbacked else "aten alone"
+    how = ("each top template timed against aten" if math.isinf(confidence) and time_unbacked else
+           f"a top template its leaf's training data back timed against aten, one they do not back {unbacked}"
+           if math.isinf(confidence) else
            f"a top template kept alone at a share of {confidence:g} or more where its leaf's training data back "
-           "it, else timed against aten")
+           f"it, else timed against aten where they back it, {unbacked} where they do not")
     lines = [f"Command: `{command}`", "",
              f"{len(rows)} inputs, each held out once (5 folds by input); {how}. Fast mode's result over "
              "cuBLAS's time: "
@@ -132,19 +140,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confidence", type=float, default=math.inf,
                         help="share at which a template is kept alone, untimed (AH_PLUGIN_CONFIDENCE; default: "
                              "never, as on a GPU)")
+    parser.add_argument("--backed-only", action="store_true",
+                        help="time a template against aten only where the leaf's data back it, else keep aten alone "
+                             "(AH_PLUGIN_TIME_UNBACKED=off; default: every top template timed, as fast mode on a GPU)")
     parser.add_argument("--out", default=None, help="folder for fast_heldout.md (default: print only)")
     args = parser.parse_args(argv)
     command = f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         rows = evaluate(args.logs, args.alignment_features, args.margin, log=lambda m: print(m, file=sys.stderr),
-                        confidence=args.confidence)
+                        confidence=args.confidence, time_unbacked=not args.backed_only)
     except (OSError, ValueError, KeyError) as exc:
         print(f"fast_heldout: {exc}", file=sys.stderr)
         return 1
     if not rows:
         print(f"fast_heldout: {', '.join(args.logs)}: no input with a cuBLAS ({ATEN}) time", file=sys.stderr)
         return 1
-    text = markdown(rows, command, args.confidence)
+    text = markdown(rows, command, args.confidence, not args.backed_only)
     print(text)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
