@@ -43,7 +43,8 @@ ENV_ATEN_MARGIN = "AH_PLUGIN_ATEN_MARGIN"  # a template beats aten only by more 
 ENV_CONFIDENCE = "AH_PLUGIN_CONFIDENCE"  # fast mode: the share a template needs to be kept alone, or "never"
 ENV_NON_GEMM = "AH_PLUGIN_NON_GEMM"  # fast/quality modes: "skip" (max-autotune tunes GEMMs only, default) | "tune"
 ENV_L2_RULE = "AH_PLUGIN_L2_RULE"  # fast mode: aten alone on memory-bound GEMMs within L2 ("on", default) | "off"
-ENV_TIME_UNBACKED = "AH_PLUGIN_TIME_UNBACKED"  # fast mode on a GPU: time a template its data do not back ("on", default) | aten alone ("off")
+# fast mode on a GPU: time a template its data do not back ("on", default) | aten alone ("off")
+ENV_TIME_UNBACKED = "AH_PLUGIN_TIME_UNBACKED"
 ENV_COMPILE_ONCE = "AH_PLUGIN_COMPILE_ONCE"  # a kept template reuses its autotuning's compile ("on", default) | "off"
 ENV_PADDED_CHOICE = "AH_PLUGIN_PADDED_CHOICE"  # quality mode: the padded GEMM as a candidate: "off" (default) | "auto" (CUDA) | "on"
 PADDED_CHOICE_VALUES = ("auto", "on", "off")

@@ -62,7 +62,7 @@ def _use_part(stats, ops) -> str | None:
     l2_part = f" ({l2:,} memory-bound within L2: aten kept)" if l2 else ""
     unbacked = getattr(stats, "unbacked", 0)
     l2_part += (f" ({unbacked:,} ranked a template first without training data to back it: not kept alone, and "
-                "on a CPU not compiled)" if unbacked else "")
+                "on a CPU, or with AH_PLUGIN_TIME_UNBACKED=off, not compiled)" if unbacked else "")
     unpadded = getattr(stats, "unpadded", 0)
     pad_part = f"; {_plural(unpadded, 'GEMM')} left unpadded (a template ranked first either way)" if unpadded else ""
     return (f"use {','.join(sorted(ops))}: kept {stats.kept:,} of {stats.offered:,} choices in "

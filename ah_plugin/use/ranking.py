@@ -13,7 +13,7 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
   once, and the template faster than aten by more than the timings spread), that template alone is kept
   (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
   CUDA-graph replay; the template wins only by the aten margin. Where the data do not back it the template
-  is measured so on a GPU; ``AH_PLUGIN_TIME_UNBACKED=off`` keeps aten alone there instead, trading the
+  is still timed against aten by replay on a GPU; ``AH_PLUGIN_TIME_UNBACKED=off`` keeps aten alone there instead, trading the
   template's possible gain for the compile its timing costs. On a CPU a template the data do not back is
   never timed: aten alone is kept, as without an artifact (timing it means compiling the C++ template,
   the compile's main cost). Templates are trusted only from an

@@ -59,8 +59,8 @@ from torchgen_ah.evaluation.evaluate import DEFAULT_SHAPES, ShapesError, read_sh
 MAX_AUTOTUNE = "max-autotune-no-cudagraphs"
 # Measured in this order so that a time budget keeps the modes the evaluation's bars need.
 ALL_MODES = ("off", "default", "fast", "quality", "plugin_adaptive", "plugin_k10", "cache", "builtin_ah",
-             "plugin_k1", "plugin_top1", "replay_all", "aten_only", "fast_tune_all", "fast_backed", "quality_padded",
-             "off_frozen", "quality_frozen")
+             "plugin_k1", "plugin_top1", "replay_all", "aten_only", "fast_tune_all", "quality_padded",
+             "off_frozen", "quality_frozen", "fast_backed")
 FROZEN = "_frozen"
 # off_frozen, quality_frozen: the mode with Inductor's freezing on (TORCHINDUCTOR_FREEZING=1): weights become
 # constants, so Inductor concatenates projections that share an input (horizontal fusion) and folds constants;

@@ -111,7 +111,7 @@ def markdown(rows: list[dict], command: str, confidence: float = math.inf, time_
            f"a top template its leaf's training data back timed against aten, one they do not back {unbacked}"
            if math.isinf(confidence) else
            f"a top template kept alone at a share of {confidence:g} or more where its leaf's training data back "
-           f"it, else timed against aten where they back it, {unbacked} where they do not")
+           "it, else timed against aten" + ("" if time_unbacked else " where they back it, aten alone where they do not"))
     lines = [f"Command: `{command}`", "",
              f"{len(rows)} inputs, each held out once (5 folds by input); {how}. Fast mode's result over "
              "cuBLAS's time: "
