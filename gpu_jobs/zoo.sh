@@ -27,8 +27,9 @@
 #                                      CP_PROFILE=off_again,fast adds cProfile's function tables and their diff
 # MODES (off,fast,off_again) for the zoo parts, e.g. PART=rest DONE= MODELS=fp8_decode
 # MODES=off,fast,quality,default,off_again (default where time is left: its compile takes minutes);
-# MODES=off,fast,fast_backed,off_again prices AH_PLUGIN_TIME_UNBACKED=off beside fast mode (the models that kept templates:
-# MODELS=llama_decode,fp8_decode,llama_prefill,llama_train,llama_serving with COMPILE=one_process, PART=b);
+# MODES=off,fast,fast_backed,off_again prices AH_PLUGIN_TIME_UNBACKED=off beside fast mode (the models that
+# kept templates: MODELS=llama_decode,fp8_decode,llama_prefill,llama_train,llama_serving, with
+# COMPILE=one_process and PART=b);
 # MODELS= overrides a part's list; ZOO_S (555) is the zoo step's limit in seconds, the zoo's own budget
 # 45 s less, so its report is written before the step is stopped. STEPS (one_process) is the zoo's --steps:
 # each model's steps are judged in one more process that compiles every mode (each in its own plugin scope)

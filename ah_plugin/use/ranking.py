@@ -13,14 +13,14 @@ ranks the choices it knows, and the policy keeps a few of those that exist today
   once, and the template faster than aten by more than the timings spread), that template alone is kept
   (compiled once, never benchmarked). Else the top template and aten are kept, and the adapter times both by
   CUDA-graph replay; the template wins only by the aten margin. Where the data do not back it the template
-  is still timed against aten by replay on a GPU; ``AH_PLUGIN_TIME_UNBACKED=off`` keeps aten alone there instead, trading the
-  template's possible gain for the compile its timing costs. On a CPU a template the data do not back is
-  never timed: aten alone is kept, as without an artifact (timing it means compiling the C++ template,
-  the compile's main cost). Templates are trusted only from an
-  artifact trained on replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on
-  per-call GPU timings, which favour templates on small GEMMs, gets aten alone, and so does a memory-bound
-  GEMM whose operands fit in the GPU's L2, which replay would time from L2 (``l2_residency``;
-  ``AH_PLUGIN_L2_RULE=off`` times it).
+  is still timed against aten by replay on a GPU; ``AH_PLUGIN_TIME_UNBACKED=off`` keeps aten alone there
+  instead, trading the template's possible gain for the compile its timing costs. On a CPU a template the
+  data do not back is never timed: aten alone is kept, as without an artifact (timing it means compiling
+  the C++ template, the compile's main cost). Templates are trusted only from an artifact trained on
+  replay-timed data (its ``timing`` attribute) or on a CPU: an artifact trained on per-call GPU timings,
+  which favour templates on small GEMMs, gets aten alone, and so does a memory-bound GEMM whose operands
+  fit in the GPU's L2, which replay would time from L2 (``l2_residency``; ``AH_PLUGIN_L2_RULE=off`` times
+  it).
 * **quality mode** (``AH_PLUGIN_TOP_K=quality``): the top ``settings.QUALITY_TOP_K`` (3) of the ranking
   over Inductor's candidates plus its persistent TMA template, and aten, timed by replay with the margin.
 * **top k** (``AH_PLUGIN_TOP_K=<k>``): the top k plus aten, never fewer than ``min_choices`` (2).

@@ -106,12 +106,10 @@ def markdown(rows: list[dict], command: str, confidence: float = math.inf, time_
     vs_best = [r["us"] / r["best_us"] for r in rows]
     oracle = [min(r["cublas_us"], r["best_us"]) / r["cublas_us"] for r in rows]
     kinds = {k: sum(r["kept"] == k for r in rows) for k in sorted({r["kept"] for r in rows})}
-    unbacked = "timed against aten" if time_unbacked else "aten alone"
-    how = ("each top template timed against aten" if math.isinf(confidence) and time_unbacked else
-           f"a top template its leaf's training data back timed against aten, one they do not back {unbacked}"
-           if math.isinf(confidence) else
+    unbacked = "" if time_unbacked else " where its leaf's training data back it, aten alone where they do not"
+    how = (f"each top template timed against aten{unbacked}" if math.isinf(confidence) else
            f"a top template kept alone at a share of {confidence:g} or more where its leaf's training data back "
-           "it, else timed against aten" + ("" if time_unbacked else " where they back it, aten alone where they do not"))
+           f"it, else timed against aten{unbacked}")
     lines = [f"Command: `{command}`", "",
              f"{len(rows)} inputs, each held out once (5 folds by input); {how}. Fast mode's result over "
              "cuBLAS's time: "
