@@ -7,7 +7,8 @@ generated code's fingerprint, the plugin's lowering counts and whether the outpu
 with the plugin's environment variables set by the parent, ``aten_only`` with Inductor's own switch
 (``TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_BACKENDS=ATEN``) and the plugin off. ``FREEZE=1`` compiles with
 ``freezing`` (the CPU autotunes a GEMM only with a constant weight); ``DYNAMIC=1`` compiles with symbolic
-sizes, ``DYNAMIC=0`` with static ones only (unset: torch's automatic dynamic shapes). ``DEVICE=cuda``
+sizes, ``DYNAMIC=0`` with static ones only (unset: torch's automatic dynamic shapes). ``THREAD=1`` compiles
+and calls in a new thread, as autograd's device thread compiles a training step's backward. ``DEVICE=cuda``
 compiles the GPU's versions of ``cnn`` and ``mlp`` (bf16) with Triton.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 
 import torch
 
@@ -87,6 +89,15 @@ def _build_gpu(name: str):
     raise SystemExit(f"no GPU version of model {name!r}")
 
 
+def _caught(function) -> str | None:
+    """``function()``'s exception as text (None when it returned): a thread's failure for the main thread."""
+    try:
+        function()
+    except BaseException as exc:  # reported by the main thread, which exits with it
+        return repr(exc)
+    return None
+
+
 def main() -> None:
     name, mode = sys.argv[1], sys.argv[2]
     import torch._inductor.config as inductor_config
@@ -103,14 +114,26 @@ def main() -> None:
     calls = [(x,) for x in inputs] if name == "linear" else [inputs]
     compiled = torch.compile(model, mode=None if mode == "off" else "max-autotune-no-cudagraphs",
                              dynamic={"1": True, "0": False}.get(os.environ.get("DYNAMIC", "")))
-    equal, codes = True, []
-    with torch.no_grad():
-        for args in calls:
-            out, generated = first_call_with_code(compiled, args)
-            codes += generated
-            expected = model(*args)
-            tolerance = 1e-4 if device == "cpu" else 3e-2 * float(expected.abs().max())  # bf16 on the GPU
-            equal = equal and bool(torch.allclose(out.float(), expected.float(), atol=tolerance))
+    done = {"equal": True, "codes": []}
+
+    def run():
+        with torch.no_grad():
+            for args in calls:
+                out, generated = first_call_with_code(compiled, args)
+                done["codes"] += generated
+                expected = model(*args)
+                tolerance = 1e-4 if device == "cpu" else 3e-2 * float(expected.abs().max())  # bf16 on the GPU
+                done["equal"] = done["equal"] and bool(torch.allclose(out.float(), expected.float(), atol=tolerance))
+
+    if os.environ.get("THREAD") == "1":  # compiled in a thread other than the one the plugin was switched on in
+        worker = threading.Thread(target=lambda: done.update(error=_caught(run)))
+        worker.start()
+        worker.join()
+        if done.get("error"):
+            raise SystemExit(f"the compile in a thread failed: {done['error']}")
+    else:
+        run()
+    equal, codes = done["equal"], done["codes"]
     lowered = sys.modules.get("ah_plugin.inductor.patches.lowerings")
     stats = ah_plugin.status().get("use_stats")
     print(json.dumps({"fingerprint": code_fingerprint(codes), "equal": equal, "graphs": len(codes),

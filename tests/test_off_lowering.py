@@ -76,6 +76,17 @@ def test_fast_mode_generates_off_code_where_aten_is_kept(tmp_path, model, freeze
         assert timers["ah_plugin.decision"] > 0, timers
 
 
+def test_a_compile_in_another_thread_gets_the_plugins_decision_before_code_generation(tmp_path):
+    """Inductor's config, where the plugin sets its choices class before torch 2.15, holds per thread, and a
+    training step's backward is compiled in autograd's device thread. A compile in a thread other than the
+    one that switched the plugin on still has the plugin decide before any template is rendered (its
+    pre-codegen timer ran there), and its code is off's."""
+    off = child(tmp_path, "bmm", "off", THREAD="1")
+    fast = child(tmp_path, "bmm", "fast", THREAD="1", **FAST)
+    assert off["equal"] and fast["equal"] and fast["fingerprint"] == off["fingerprint"] is not None
+    assert fast["plugin_seconds"].get("ah_plugin.decision", 0) > 0, fast["plugin_seconds"]
+
+
 def test_a_grouped_mm_no_ranking_covers_is_lowered_as_off(tmp_path):
     """A mixture of experts' grouped GEMM: no ranking covers it, so fast mode lowers it as off does (on a
     GPU max-autotune's own lowering times Triton templates for it; the CPU offers none, so here the code is

@@ -178,6 +178,22 @@ def install() -> None:
     _state["installed"] = True
 
 
+def ensure_in_thread() -> None:
+    """Our handler in the calling thread as well, while the plugin is installed (the lowering hooks call it).
+
+    Before torch 2.15 the plugin reaches Inductor through ``config.inductor_choices_class``, and an assignment
+    to Inductor's config holds for the thread that made it only; ``V.choices`` is built once per thread. A
+    training step's backward is compiled lazily in autograd's device thread, which so lowered its GEMMs with
+    Inductor's own handler: every template candidate rendered and loaded, pruned only afterwards by the
+    selector (on an H100, 4.6 s of a Llama-style training step's compile under cProfile). One isinstance per
+    call; a handler left in another thread after ``uninstall`` passes every hook through."""
+    if not _state["installed"] or _state.get("registered"):
+        return
+    handler = V.choices
+    if not isinstance(handler, PluginChoices):
+        V.set_choices_handler(plugin_class(type(handler))())
+
+
 def uninstall() -> None:
     """Inductor's choices class back as it was, in this thread too."""
     if _state.pop("registered", False):
