@@ -27,7 +27,7 @@ from ..config import settings
 from ..policy import PolicyChain
 from ..report.messages import warn_once
 from ..use.flex_ranking import FLEX_BACKWARD, FLEX_DECODING, FLEX_FORWARD
-from . import autotune, contract, flex_choices, plans, plugin_timers
+from . import autotune, contract, flex_choices, plans, plugin_timers, thread_choices
 
 _state = {"installed": False, "nonce": uuid.uuid4().hex}  # nonce: this process's part of a collecting key
 
@@ -179,7 +179,8 @@ def install() -> None:
 
 
 def ensure_in_thread() -> None:
-    """Our handler in the calling thread as well, while the plugin is installed (the lowering hooks call it).
+    """Our handler in the calling thread as well, while the plugin is installed (the lowering hooks call it
+    through ``thread_choices``).
 
     Before torch 2.15 the plugin reaches Inductor through ``config.inductor_choices_class``, and an assignment
     to Inductor's config holds for the thread that made it only; ``V.choices`` is built once per thread. A
@@ -192,6 +193,9 @@ def ensure_in_thread() -> None:
     handler = V.choices
     if not isinstance(handler, PluginChoices):
         V.set_choices_handler(plugin_class(type(handler))())
+
+
+thread_choices.set_installer(ensure_in_thread)
 
 
 def uninstall() -> None:

@@ -21,7 +21,7 @@ import torch
 from torch._inductor import lowering as inductor_lowering
 
 from ...use import flex_ranking
-from .. import choices, contract, session
+from .. import contract, session, thread_choices
 from ..requests import node_description
 
 _saved: dict = {}
@@ -75,7 +75,7 @@ def uninstall() -> None:
 def _wrapper(original, describe):
     def lowering(*args, **kwargs):
         contract.note("flex_lowering")
-        choices.ensure_in_thread()  # the backward's flex lowering runs in autograd's thread
+        thread_choices.ensure()  # the backward's flex lowering runs in autograd's thread
         try:
             call = [describe(node) for node in args[:3]]
         except Exception:  # an input without a layout: the hooks rank by head dim and dtype alone

@@ -28,7 +28,7 @@ import torch
 from torch._inductor import config as inductor_config
 from torch._inductor import lowering as inductor_lowering
 
-from .. import choices, contract, plans, plugin_timers
+from .. import contract, plans, plugin_timers, thread_choices
 from ..gemm_ops import LOWERED
 from ..session import OFF, TUNED, Lowering, opened
 
@@ -113,6 +113,6 @@ def _lowered(original, name: str, args, kwargs):
         with plugin_timers.timed(plugin_timers.RELOWERED):
             return _as_off(original, name, args, kwargs)
 
-    choices.ensure_in_thread()  # a lazily compiled backward lowers in autograd's thread
+    thread_choices.ensure()  # a lazily compiled backward lowers in autograd's thread
     with plugin_timers.timed(plugin_timers.TUNED), opened(Lowering(name, TUNED, relower=relower)):
         return original(*args, **kwargs)
