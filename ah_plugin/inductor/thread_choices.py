@@ -20,6 +20,11 @@ def set_installer(function: Callable[[], None]) -> None:
 
 
 def ensure() -> None:
-    """The plugin's handler in the calling thread, where an installer was set."""
-    for function in _installer:
-        function()
+    """The plugin's handler in the calling thread, where an installer was set. Never fails a lowering: where
+    the handler cannot be built (a user's choices class that takes arguments) the thread keeps its own, and
+    the selector still prunes the candidates after code generation."""
+    for function in list(_installer):
+        try:
+            function()
+        except Exception:  # not tried again in this process
+            _installer.remove(function)
