@@ -356,3 +356,59 @@ def test_tools_switch_the_plugin_on_when_torch_found_no_entry_point():
                         AH_PLUGIN_TOP_K="many")  # a bad k: warned, the ranking off, collection on
     assert bad.returncode == 0 and "AH_PLUGIN_TOP_K='many'" in bad.stderr, bad.stderr[-2000:]
     assert bad.stdout.split("\n")[-2] == "False True ['mm']"
+
+
+_THREAD_CACHE_PROGRAM = """
+import threading, torch, ah_plugin
+from torch._dynamo.utils import counters
+
+def f(a, b):
+    return torch.bmm(a, b).relu()
+
+args = (torch.randn(4, 32, 48), torch.randn(4, 48, 16))
+
+def hits_and_misses_in_a_new_thread():
+    torch._dynamo.reset()
+    counters.clear()
+    worker = threading.Thread(target=lambda: torch.compile(f, mode="max-autotune-no-cudagraphs")(*args))
+    worker.start()
+    worker.join()
+    return [counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]]
+
+ah_plugin.install(use="mm", time_unbacked=True)
+first = hits_and_misses_in_a_new_thread()
+ah_plugin.install(use="mm", time_unbacked=False)
+other = hits_and_misses_in_a_new_thread()
+again = hits_and_misses_in_a_new_thread()
+print(first, other, again)
+"""
+
+
+@pytest.mark.slow
+def test_a_compile_in_another_thread_keys_the_graph_cache_with_the_plugins_settings(tmp_path):
+    """Autograd compiles a training step's backward in its device thread, and before torch 2.15 an
+    assignment to Inductor's config holds in the assigning thread only: the FX-graph cache key built there
+    must still carry the plugin's settings, or a graph compiled under other settings is loaded from the cache
+    (fresh process, real compiles on the CPU, Inductor's cache in a new folder)."""
+    done = _fresh_python(_THREAD_CACHE_PROGRAM, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"),
+                         TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_AUTOGRAD_CACHE="0")
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, other, again = done.stdout.strip().splitlines()[-1].split("] [")
+    assert first == "[0, 1" and other == "0, 1", done.stdout  # each setting compiled for itself
+    assert again == "1, 0]", done.stdout  # the control: the cache answers the same settings
+
+
+def test_the_tools_compile_caches_are_off_in_every_thread():
+    """``without_compile_caches`` (each evaluation mode autotunes afresh) reaches a thread started after it,
+    as autograd's device thread, which compiles a training step's backward (fresh process)."""
+    done = _fresh_python(
+        "import threading\n"
+        "import torch._functorch.config as fc, torch._inductor.config as ic\n"
+        "from ah_plugin.inductor import compile_tools\n"
+        "compile_tools.without_compile_caches()\n"
+        "seen = []\n"
+        "worker = threading.Thread(target=lambda: seen.append((ic.fx_graph_cache, ic.autotune_local_cache,"
+        " fc.enable_autograd_cache)))\n"
+        "worker.start(); worker.join(); print(seen[0])\n")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "(False, False, False)", done.stdout

@@ -27,7 +27,7 @@ from ..config import settings
 from ..policy import PolicyChain
 from ..report.messages import warn_once
 from ..use.flex_ranking import FLEX_BACKWARD, FLEX_DECODING, FLEX_FORWARD
-from . import autotune, contract, flex_choices, plans, plugin_timers, thread_choices
+from . import autotune, contract, every_thread, flex_choices, plans, plugin_timers, thread_choices
 
 _state = {"installed": False, "nonce": uuid.uuid4().hex}  # nonce: this process's part of a collecting key
 
@@ -170,7 +170,11 @@ def install() -> None:
         return
     if not isinstance(inductor_config.inductor_choices_class, ChoicesFactory):
         _state["previous"] = inductor_config.inductor_choices_class
-        inductor_config.inductor_choices_class = ChoicesFactory(_state["previous"])
+        # every thread: the FX-graph cache key of a backward compiled in autograd's device thread is built
+        # from that thread's config before any lowering; without the default it lacked our uuid(), and a
+        # backward compiled under other plugin settings (or none) was loaded from the cache
+        _state["default_previous"] = every_thread.assign(
+            inductor_config, "inductor_choices_class", ChoicesFactory(_state["previous"]))
     handler = V.choices  # built from the config just set when this thread had none yet
     if not isinstance(handler, PluginChoices):
         _state["thread_previous"] = handler
@@ -206,6 +210,8 @@ def uninstall() -> None:
         return
     if isinstance(inductor_config.inductor_choices_class, ChoicesFactory):
         inductor_config.inductor_choices_class = _state.pop("previous", None)
+    if "default_previous" in _state:
+        every_thread.restore_default(inductor_config, "inductor_choices_class", _state.pop("default_previous"))
     previous = _state.pop("thread_previous", None)
     if previous is None:
         factory = inductor_config.inductor_choices_class

@@ -100,7 +100,7 @@ def padding_off():
 def no_shape_padding() -> None:
     """For the rest of this worker the pad_mm pass pads nothing, so an unaligned GEMM (128x768x2) is
     autotuned and logged as it is, not as its padded twin (``gen_data_mm --shape-padding off``)."""
-    inductor_config.shape_padding = False
+    set_options(shape_padding=False)
 
 
 def shape_padding_on() -> bool:

@@ -1,7 +1,7 @@
 """Inductor settings and observations for the tools around the plugin (demo, evaluation, benchmarks,
 offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo's internals itself.
 
-* ``set_options(**values)``: set Inductor config entries, each only where this torch has it;
+* ``set_options(**values)``: set Inductor config entries, each only where this torch has it, in every thread;
 * ``options(**values)``: the same for a ``with`` block;
 * ``option_values(*names)``: their current values (dotted names too: ``trace.enabled``);
 * ``freeze_constant_weights()``: the CPU path's switch (``freezing``): a constant weight under
@@ -37,7 +37,7 @@ import torch._inductor.config as inductor_config
 from torch._inductor import select_algorithm
 from torch._inductor.autoheuristic.autoheuristic_utils import AHContext, AHMetadata, mm_operations
 
-from . import plugin_timers
+from . import every_thread, plugin_timers
 from .graph_trees import replay_time_ms  # noqa: F401 - the tools' replay timing
 from .requests import caller_ids
 
@@ -46,10 +46,11 @@ _INDUCTOR_COMPILES = ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_
 
 
 def set_options(**values) -> dict:
-    """Set each Inductor config entry this torch has; returns the ones set (name -> value)."""
+    """Set each Inductor config entry this torch has, for every thread (autograd's device thread compiles a
+    training step's backward: ``every_thread``); returns the ones set (name -> value)."""
     applied = {name: value for name, value in values.items() if hasattr(inductor_config, name)}
     for name, value in applied.items():
-        setattr(inductor_config, name, value)
+        every_thread.assign(inductor_config, name, value)
     return applied
 
 
@@ -75,7 +76,7 @@ def options(**values):
 
 def freeze_constant_weights(on: bool = True) -> None:
     """Inductor's ``freezing``: constant weights are folded, and a CPU GEMM becomes ``packed_linear``."""
-    inductor_config.freezing = on
+    set_options(freezing=on)
 
 
 def without_compile_caches() -> None:
@@ -87,7 +88,7 @@ def without_compile_caches() -> None:
                 autotune_remote_cache=False, bundled_autotune_remote_cache=False, force_disable_caches=False)
     for name in ("enable_autograd_cache", "enable_remote_autograd_cache"):
         if hasattr(functorch_config, name):
-            setattr(functorch_config, name, False)
+            every_thread.assign(functorch_config, name, False)
 
 
 def mode_options(mode: str, dynamic: bool = False) -> dict:
