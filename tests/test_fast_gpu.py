@@ -17,6 +17,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+# the packaged mm ranking that puts a template first on 128x768x2 and is trusted (trained on replay timings)
+# is the H200's: on another GPU (the H100's ranking is timed per call) fast mode keeps aten alone there
+needs_the_h200_ranking = pytest.mark.skipif(
+    torch.cuda.is_available() and torch.cuda.get_device_name() != "NVIDIA H200",
+    reason="the packaged mm ranking that puts a template first on this GEMM is the H200's: on another GPU fast "
+           "mode keeps cuBLAS alone, so there is no template to time or to compile once")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -171,6 +177,7 @@ def test_results_cache_records_and_replays_padding(tmp_path):
     assert all(r["timed"] == [] for r in hit["records"]), hit["records"]
 
 
+@needs_the_h200_ranking
 def test_fast_mode_leaves_a_gemm_unpadded_where_a_template_runs_either_way(tmp_path):
     """128x768x2: the packaged ranking puts a template first on it and on its padded twin 128x768x8, so fast
     mode does not pad it, in every process (the pass's own benchmark decided differently between runs), and
@@ -188,6 +195,7 @@ def _triton_binaries(folder) -> list:
     return sorted(p.stem for p in folder.rglob("*.json") if not p.name.startswith("__grp__"))
 
 
+@needs_the_h200_ranking
 def test_a_kept_template_that_wins_is_compiled_once(tmp_path):
     """128x768x2: fast mode times the ranking's template against cuBLAS and the template wins (3.7 against
     6.6 us on an H200). Its benchmark module's binary is the one the compiled graph runs: the Triton cache
