@@ -163,6 +163,17 @@ def _built_handler(ic):
     return (ic.inductor_choices_class or choices.InductorChoices)()
 
 
+def _read_in_new_thread(read):
+    """What ``read()`` returns in a thread started for it."""
+    import threading
+
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(read()))
+    worker.start()
+    worker.join()
+    return seen[0]
+
+
 def _install_uninstall_restore(clean_plugin, ic, adapter, registry):
     before_class = ic.inductor_choices_class
     before_fns = (ic.__dict__["collect_autoheuristic"], ic.__dict__["use_autoheuristic"])
@@ -177,10 +188,13 @@ def _install_uninstall_restore(clean_plugin, ic, adapter, registry):
     handler = _built_handler(ic)
     assert isinstance(handler, PluginChoices) and "ah_plugin:" in str(handler.uuid())
     assert "CollectorPolicy" in clean_plugin.status()["policies"]
+    # a thread started now (autograd's device thread compiles a backward) reads the same class
+    assert _read_in_new_thread(lambda: ic.inductor_choices_class) is ic.inductor_choices_class
 
     clean_plugin.uninstall()
     assert not adapter.is_installed()
     assert ic.inductor_choices_class is before_class
+    assert _read_in_new_thread(lambda: ic.inductor_choices_class) is before_class
     assert before_class is not None or not isinstance(_built_handler(ic), PluginChoices)
     assert (ic.__dict__["collect_autoheuristic"], ic.__dict__["use_autoheuristic"]) == before_fns
     assert adapter.builtin_would_act("mm")
