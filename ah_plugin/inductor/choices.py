@@ -5,8 +5,9 @@ Installed through Inductor's registry of choices handlers where the torch has on
 hook taken from the first that overrides it), else through ``config.inductor_choices_class`` (a factory
 that builds the class set before, with ours mixed in over it, so a user's own choices class keeps its
 overrides; ``uuid()`` chains too), set as the entry's default as well so that other threads read it
-(``every_thread``), and, for a thread that had already built its handler, ``V.set_choices_handler``. A handler that runs its own ``_finalize_template_configs`` in place of ours (one
-listed before ours under composition, a class set in the config after the plugin) wins that hook:
+(``every_thread``), and, for a thread that had already built its handler, ``V.set_choices_handler``. A
+handler that runs its own ``_finalize_template_configs`` in place of ours (one listed before ours under
+composition, a class set in the config after the plugin) wins that hook:
 ``overriding_class`` names it, and the selector call warns once with that name (``patches/selector.py``).
 
 Checked on torch 2.11, 2.13, 2.14 and 2.15: ``InductorChoices._finalize_template_configs(template_choices,

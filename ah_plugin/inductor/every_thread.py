@@ -22,9 +22,9 @@ def entry(module, name: str):
 
 def assign(module, name: str, value) -> object:
     """``module.name = value`` in this thread and for every thread without a value of its own; the entry's
-    previous default (``NO_ENTRY`` where there is none: the value then holds in this thread only). A thread
-    reads the new default from its next change of that config module on (Inductor caches the values it
-    hashes per thread)."""
+    previous default (``NO_ENTRY`` where there is none: the value then holds in this thread only). Another
+    thread reads the new default at once; the values it hashes into a cache key, which Inductor keeps per
+    thread, follow from that thread's next assignment to the module on (a thread started later: always)."""
     setattr(module, name, value)
     found = entry(module, name)
     if found is None:
