@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 import pytest
 
 # Inductor's own switch (torch/_inductor/config.py): trust the CPU's vector ISA without dry-compiling probes.
 VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"
+_RUN_STARTED = pytest.StashKey[float]()  # when pytest configured this run (``--time-budget``)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--time-budget", type=float, default=None, metavar="SECONDS",
+        help="start no test after SECONDS of the run: each one left is reported as skipped, saying so, and the "
+             "summary and reports are still written (gpu_jobs/gpu_tests.sh: a device call's limit)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """``--time-budget``: a test that would start after the budget is skipped with the reason."""
+    budget = item.config.getoption("time_budget")
+    if budget is not None and time.monotonic() - item.config.stash[_RUN_STARTED] > budget:
+        pytest.skip(f"not started: the run's time budget of {budget:g} s was spent before this test's turn; "
+                    "run it on its own (its node id as the test path)")
 
 
 def pytest_configure(config):
@@ -17,6 +35,7 @@ def pytest_configure(config):
     under test make their own). Probe once here; when every ISA the CPU's flags name passes, tell the
     processes started from here so (VEC_ISA_OK=1): they pick the same ISA without the probes. Every kernel
     is still compiled for real."""
+    config.stash[_RUN_STARTED] = time.monotonic()
     if "XDG_CACHE_HOME" not in os.environ:  # artifact trial verdicts (ah_plugin.use.artifact_trial): this session's own
         os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ah_tests_cache.")
     if VEC_ISA_OK in os.environ:
