@@ -373,42 +373,52 @@ def test_tools_switch_the_plugin_on_when_torch_found_no_entry_point():
 
 
 _THREAD_CACHE_PROGRAM = """
-import threading, torch, ah_plugin
+import queue, threading, torch, ah_plugin
 from torch._dynamo.utils import counters
+
+jobs, done = queue.Queue(), queue.Queue()
+
+def worker():  # started before the plugin, and lives on: as autograd's device thread does
+    for job in iter(jobs.get, None):
+        done.put(job())
+
+threading.Thread(target=worker, daemon=True).start()
 
 def f(a, b):
     return torch.bmm(a, b).relu()
 
 args = (torch.randn(4, 32, 48), torch.randn(4, 48, 16))
 
-def hits_and_misses_in_a_new_thread():
+def hits_and_misses_in_the_worker():
     torch._dynamo.reset()
     counters.clear()
-    worker = threading.Thread(target=lambda: torch.compile(f, mode="max-autotune-no-cudagraphs")(*args))
-    worker.start()
-    worker.join()
+    jobs.put(lambda: torch.compile(f, mode="max-autotune-no-cudagraphs")(*args))
+    done.get()
     return [counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]]
 
+before = hits_and_misses_in_the_worker()
 ah_plugin.install(use="mm", time_unbacked=True)
-first = hits_and_misses_in_a_new_thread()
+first = hits_and_misses_in_the_worker()
 ah_plugin.install(use="mm", time_unbacked=False)
-other = hits_and_misses_in_a_new_thread()
-again = hits_and_misses_in_a_new_thread()
-print(first, other, again)
+other = hits_and_misses_in_the_worker()
+again = hits_and_misses_in_the_worker()
+print(before, first, other, again)
 """
 
 
 @pytest.mark.slow
 def test_a_compile_in_another_thread_keys_the_graph_cache_with_the_plugins_settings(tmp_path):
-    """Autograd compiles a training step's backward in its device thread, and before torch 2.15 an
-    assignment to Inductor's config holds in the assigning thread only: the FX-graph cache key built there
-    must still carry the plugin's settings, or a graph compiled under other settings is loaded from the cache
+    """Autograd compiles a training step's backward in its device thread, which lives as long as the process,
+    and before torch 2.15 an assignment to Inductor's config holds in the assigning thread only: the FX-graph
+    cache key built there must still carry the plugin's settings, also where that thread compiled before the
+    plugin was switched on, or a graph compiled under other settings (or none) is loaded from the cache
     (fresh process, real compiles on the CPU, Inductor's cache in a new folder)."""
     done = _fresh_python(_THREAD_CACHE_PROGRAM, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"),
                          TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_AUTOGRAD_CACHE="0")
     assert done.returncode == 0, done.stderr[-3000:]
-    first, other, again = done.stdout.strip().splitlines()[-1].split("] [")
-    assert first == "[0, 1" and other == "0, 1", done.stdout  # each setting compiled for itself
+    before, first, other, again = done.stdout.strip().splitlines()[-1].split("] [")
+    # each setting (none, then two of the plugin's) compiled for itself
+    assert (before, first, other) == ("[0, 1", "0, 1", "0, 1"), done.stdout
     assert again == "1, 0]", done.stdout  # the control: the cache answers the same settings
 
 

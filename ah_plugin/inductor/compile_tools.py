@@ -2,7 +2,7 @@
 offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo's internals itself.
 
 * ``set_options(**values)``: set Inductor config entries, each only where this torch has it, in every thread;
-* ``options(**values)``: the same for a ``with`` block;
+* ``options(**values)``: the same for a ``with`` block, in the calling thread only (Inductor's ``patch``);
 * ``option_values(*names)``: their current values (dotted names too: ``trace.enabled``);
 * ``freeze_constant_weights()``: the CPU path's switch (``freezing``): a constant weight under
   ``torch.no_grad()`` lowers as ``packed_linear``, the GEMM Inductor autotunes on the CPU;
