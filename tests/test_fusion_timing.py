@@ -5,6 +5,8 @@ margin on the fused time only, Inductor's own decision elsewhere; the patch is o
 ``Scheduler.speedup_by_fusion`` exactly while the plugin is installed. GPU (marked, skipped without CUDA):
 a bf16 ``gelu(x @ w + b)`` at decode size (64 rows) compiled in quality mode takes its fusion decision under the
 plan, computes eager's result, and with a margin no fused kernel can win by keeps the group apart.
+Where no template may be timed fused (the count at 0, fast mode's setting), the epilogue is not compiled and
+timed alone: on the CPU with Inductor's decision stood in, on the GPU in a real compile.
 """
 
 from __future__ import annotations
@@ -115,6 +117,65 @@ def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries
             fusion_timing.install()
 
 
+def test_an_epilogue_is_not_timed_alone_where_no_fused_template_may_be_timed(monkeypatch):
+    """Inductor's multi-template decision stood in by a function that does what it does: time the epilogue
+    alone (``self.benchmark_fused_nodes``), then try at most the count of fused templates, and decline when
+    none was tried. At a count of 0 with the plugin acting, the epilogue is answered uncompiled (the class's
+    timing never runs) and the decision is the same, apart; at a count of 1, with the plugin not acting, or
+    for a prologue pair (the template second), Inductor times it as before."""
+    import torch._inductor.config as inductor_config
+
+    from ah_plugin.inductor.patches import fusion_timing, mode_options
+
+    timed_alone = []
+
+    def inductor_decision(self, node1, node2):
+        multi = node1 if node1.is_template() else node2
+        ms2, _ = self.benchmark_fused_nodes(node2.get_nodes() if multi is node1 else node1.get_nodes())
+        tried = min(1, getattr(inductor_config, mode_options.fused_benchmarks_entry()))
+        return scheduler.FusionResult.fuse(tried > 0 and ms2 > 1.0)
+
+    def class_timing(self, nodes):
+        timed_alone.append(nodes[0].name)
+        return 2.0, "epilogue.py"
+
+    was_installed = "speedup_by_fusion" in fusion_timing._saved
+    fusion_timing.uninstall()
+    inductor_own = scheduler.Scheduler.speedup_by_fusion
+    own_timing = scheduler.Scheduler.benchmark_fused_nodes
+    acting = [True]
+    entry = mode_options.fused_benchmarks_entry()
+    try:
+        scheduler.Scheduler.speedup_by_fusion = inductor_decision
+        scheduler.Scheduler.benchmark_fused_nodes = class_timing
+        monkeypatch.setattr(plans, "fusion_margin", lambda: None)
+        monkeypatch.setattr(plans, "acting", lambda: acting[0])
+        fusion_timing.install()
+        sched = scheduler.Scheduler.__new__(scheduler.Scheduler)
+        before = fusion_timing.counts["neighbour_untimed"]
+        with inductor_config.patch({entry: 0}):
+            assert sched.speedup_by_fusion(_Node("mm", True), _Node("relu", False)).should_fuse is False
+            assert timed_alone == [] and fusion_timing.counts["neighbour_untimed"] == before + 1
+            assert "benchmark_fused_nodes" not in vars(sched)  # the stand-in lasted the decision only
+            sched.speedup_by_fusion(_Node("cast", False), _Node("mm", True))  # prologue: Inductor's own
+            assert timed_alone == ["cast"]
+            acting[0] = False
+            sched.speedup_by_fusion(_Node("mm", True), _Node("relu", False))
+            assert timed_alone == ["cast", "relu"]
+        acting[0] = True
+        with inductor_config.patch({entry: 1}):
+            assert sched.speedup_by_fusion(_Node("mm", True), _Node("relu", False)).should_fuse is True
+            assert timed_alone == ["cast", "relu", "relu"]
+        assert fusion_timing.counts["neighbour_untimed"] == before + 1
+    finally:
+        fusion_timing.uninstall()
+        scheduler.Scheduler.speedup_by_fusion = inductor_own
+        scheduler.Scheduler.benchmark_fused_nodes = own_timing
+        monkeypatch.undo()
+        if was_installed:
+            fusion_timing.install()
+
+
 def test_the_fusion_decision_is_wrapped_while_the_plugin_is_installed_and_restored_after():
     import ah_plugin.inductor.adapter as adapter
 
@@ -173,3 +234,53 @@ def test_quality_mode_decides_the_fused_group_under_the_plan_and_a_huge_margin_k
     assert sum(normal["counts"].values()) >= 1, "no fused-group decision was taken under the plan"
     assert apart["counts"].get("fused", 0) == 0 and apart["counts"].get("apart", 0) >= 1, apart
     assert normal["error"] < 2e-2 and apart["error"] < 2e-2, (normal, apart)
+
+
+UNTIMED_CHILD = r'''
+import json, os, torch
+import ah_plugin
+from torch._inductor import scheduler
+import torch._inductor.config as inductor_config
+from ah_plugin.inductor.patches import fusion_timing, mode_options
+ah_plugin.require_active_from_environment()
+setattr(inductor_config, mode_options.fused_benchmarks_entry(), int(os.environ["FUSED_COUNT"]))
+timed_alone = []
+own = scheduler.Scheduler.benchmark_fused_nodes
+def counted(self, *args, **kwargs):
+    timed_alone.append(1)
+    return own(self, *args, **kwargs)
+scheduler.Scheduler.benchmark_fused_nodes = counted
+torch.manual_seed(0)
+x = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
+w = torch.randn(2048, 5632, device="cuda", dtype=torch.bfloat16) / 45
+f = torch.compile(lambda x, w: torch.relu(x @ w), mode="max-autotune-no-cudagraphs")
+out = f(x, w)
+ref = torch.relu(x.float() @ w.float())
+err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+print("RESULT " + json.dumps({"untimed": fusion_timing.counts["neighbour_untimed"], "timed_alone": len(timed_alone),
+                              "error": err}))
+'''
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_real_compile_times_no_epilogue_alone_where_no_fused_template_may_be_timed(tmp_path):
+    """``relu(x @ w)`` at 64x2048x5632 with the top two candidates kept (a template beside aten on any GPU, so
+    the GEMM is a multi-template and Inductor decides whether to fuse the ReLU). With the fused count at 0
+    the plugin answers the ReLU's time alone uncompiled and Inductor's own timing of it never runs; at 1 it
+    runs. Both compute eager's result."""
+    results = {}
+    for count in (0, 1):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"cache_{count}"), PYTHONPATH=REPO,
+                   TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_TOP_K="2", FUSED_COUNT=str(count))
+        proc = subprocess.run([sys.executable, "-c", UNTIMED_CHILD], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+        results[count] = json.loads(line[len("RESULT "):])
+    print(f"\n{results}")
+    assert results[0]["untimed"] >= 1 and results[0]["timed_alone"] == 0, results
+    assert results[1]["untimed"] == 0 and results[1]["timed_alone"] >= 1, results
+    assert results[0]["error"] < 2e-2 and results[1]["error"] < 2e-2, results

@@ -25,6 +25,16 @@ default; ``max_template_fusion_benchmarked_choices`` from 2.15) and which neighb
 ``Scheduler.speedup_by_fusion(self, node1, node2)`` returns a ``FusionResult`` whose ``callable_fn``, when
 set, does the fused benchmark later, on the same thread, once parallel compilation is done; the plan and
 the margin cover that callable. Checked on torch 2.11, 2.13, 2.14 and 2.15.
+
+**A neighbour that nothing fused is compared with is not timed.** Where no template may be timed fused
+(``max_epilogue_benchmarked_choices``, or ``max_template_fusion_benchmarked_choices`` from 2.15, at 0: fast
+mode sets it), Inductor's decision still compiles and times the epilogue kernel alone before its loop over
+fused choices stops at the count and declines the fusion: on the H200, part of the 0.22-0.67 s the
+Llama-style decoder's scheduler spent on its two multi-template GEMMs. That time is only ever compared with
+a fused template's, so for a template-and-epilogue pair the wrapper answers it with an infinite time
+without compiling anything (``counts["neighbour_untimed"]``); the decision Inductor returns is the same
+(apart). A prologue pair (the template second) is left to Inductor: the torch versions differ in which
+branch times it.
 """
 
 from __future__ import annotations
@@ -32,15 +42,19 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+import torch._inductor.config as inductor_config
+
 from ...report.messages import warn_once
 from ...report.verbose_output import verbose
 from .. import contract, plans
 from ..session import Timing, opened
-from . import benchmarker
+from . import benchmarker, mode_options
 
-counts: Counter = Counter()  # "fused" / "apart": decisions taken by a fused benchmark under the plan
+counts: Counter = Counter()  # "fused" / "apart": decisions taken by a fused benchmark under the plan;
+# "neighbour_untimed": epilogues not compiled and timed alone, since nothing fused was to be compared with them
 _saved: dict = {}
 _FUSED_TIMING = "benchmark_codegened_module"  # the scheduler method the decision reads the fused time from
+_NEIGHBOUR_TIMING = "benchmark_fused_nodes"  # ... and the neighbour's time alone
 
 
 def _multi_template(node1, node2) -> bool:
@@ -54,6 +68,41 @@ def _multi_template(node1, node2) -> bool:
 def _on_cuda(node1) -> bool:
     device = node1.get_nodes()[0].get_device()
     return device is not None and device.type == "cuda"
+
+
+def _template_first(node1) -> bool:
+    """Whether ``node1`` is a template still choosing between kernels (the pair is template, then epilogue)."""
+    from torch._inductor import ir
+
+    return node1.is_template() and isinstance(node1.get_template_node(), ir.MultiTemplateBuffer)
+
+
+def _nothing_timed_fused() -> bool:
+    """Whether Inductor may time no template fused with its neighbour (the count set to 0, as fast mode does)."""
+    entry = mode_options.fused_benchmarks_entry()
+    return entry is not None and getattr(inductor_config, entry, None) == 0
+
+
+def _without_neighbour_timing(scheduler_instance, fn, *args):
+    """``fn(*args)`` with the instance's timing of a kernel alone answered as infinitely slow, uncompiled.
+
+    Inductor compares that time only with fused templates' (which may not run at a count of 0), so the
+    decision comes out as it would have: apart."""
+
+    def benchmark_fused_nodes(*_args, **_kwargs):
+        counts["neighbour_untimed"] += 1
+        return float("inf"), None
+
+    had_own = _NEIGHBOUR_TIMING in vars(scheduler_instance)
+    previous = vars(scheduler_instance).get(_NEIGHBOUR_TIMING)
+    setattr(scheduler_instance, _NEIGHBOUR_TIMING, benchmark_fused_nodes)
+    try:
+        return fn(*args)
+    finally:
+        if had_own:
+            setattr(scheduler_instance, _NEIGHBOUR_TIMING, previous)
+        else:
+            delattr(scheduler_instance, _NEIGHBOUR_TIMING)
 
 
 def _under(plan, fn, *args):
@@ -114,14 +163,21 @@ def install() -> None:
             if applies:
                 benchmarker.wrap_instance()
                 names = f"{node1.get_name()} and {node2.get_name()}"
+            untimed = plans.acting() and _template_first(node1) and _on_cuda(node1) and _nothing_timed_fused()
         except Exception as exc:  # never break the compile: Inductor's own decision
             warn_once(("fusion_timing", type(exc).__name__),
                       f"ah_plugin: fused-group timing is off for this compile ({exc!r})")
-            applies = False
+            applies = untimed = False
+        decide = original
+        if untimed:
+            contract.note("fusion_timing")
+
+            def decide(scheduler_instance, first, second):
+                return _without_neighbour_timing(scheduler_instance, original, scheduler_instance, first, second)
         if not applies:
-            return original(self, node1, node2)
+            return decide(self, node1, node2)
         contract.note("fusion_timing")
-        result = _under(benchmarker.Plan(timing=benchmarker.METHOD_REPLAY), original, self, node1, node2)
+        result = _under(benchmarker.Plan(timing=benchmarker.METHOD_REPLAY), decide, self, node1, node2)
         if getattr(result, "callable_fn", None) is None:
             return result  # decided without a fused benchmark (no template alone came within the group's time)
         return dataclasses.replace(result, callable_fn=_deferred(self, result.callable_fn, names, margin))
