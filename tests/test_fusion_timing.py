@@ -11,6 +11,7 @@ timed alone: on the CPU with Inductor's decision stood in, on the GPU in a real 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -54,6 +55,28 @@ def _plan_in_force():
     return timing.plan if timing is not None else None
 
 
+@contextlib.contextmanager
+def _inductor_stood_in(**methods):
+    """``Scheduler``'s named methods replaced by stand-ins, with the plugin's wrapper installed over them; all
+    restored afterwards (the wrapper as it was)."""
+    from ah_plugin.inductor.patches import fusion_timing
+
+    was_installed = "speedup_by_fusion" in fusion_timing._saved
+    fusion_timing.uninstall()
+    own = {name: getattr(scheduler.Scheduler, name) for name in methods}
+    try:
+        for name, stand_in in methods.items():
+            setattr(scheduler.Scheduler, name, stand_in)
+        fusion_timing.install()
+        yield scheduler.Scheduler.__new__(scheduler.Scheduler)
+    finally:
+        fusion_timing.uninstall()
+        for name, method in own.items():
+            setattr(scheduler.Scheduler, name, method)
+        if was_installed:
+            fusion_timing.install()
+
+
 def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries_the_margin(monkeypatch):
     """Inductor's multi-template decision stood in by a function that does what it does (time the fused kernel
     through ``self.benchmark_codegened_module`` later, in the FusionResult's callable, and fuse when it beats
@@ -78,17 +101,10 @@ def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries
 
         return scheduler.FusionResult.from_callable(when_ready)
 
-    was_installed = "speedup_by_fusion" in fusion_timing._saved
-    fusion_timing.uninstall()
-    inductor_own = scheduler.Scheduler.speedup_by_fusion
-    own_timing = scheduler.Scheduler.benchmark_codegened_module
     margin = [0.25]
-    try:
-        scheduler.Scheduler.speedup_by_fusion = inductor_decision
-        scheduler.Scheduler.benchmark_codegened_module = lambda self, module, device: (2.9, "fused.py")
-        monkeypatch.setattr(plans, "fusion_margin", lambda: margin[0])
-        fusion_timing.install()
-        sched = scheduler.Scheduler.__new__(scheduler.Scheduler)
+    monkeypatch.setattr(plans, "fusion_margin", lambda: margin[0])
+    with _inductor_stood_in(speedup_by_fusion=inductor_decision,
+                            benchmark_codegened_module=lambda self, module, device: (2.9, "fused.py")) as sched:
         before = fusion_timing.counts["apart"]
         result = sched.speedup_by_fusion(_Node("mm", True), _Node("gelu", False))
         assert result.callable_fn() is False and fusion_timing.counts["apart"] == before + 1
@@ -108,13 +124,6 @@ def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries
         with pytest.raises(RuntimeError, match="Inductor's own error"):
             sched.speedup_by_fusion(_Node("raises", True), _Node("gelu", False))
         assert calls == ["raises"]  # called once, never retried
-    finally:
-        fusion_timing.uninstall()
-        scheduler.Scheduler.speedup_by_fusion = inductor_own
-        scheduler.Scheduler.benchmark_codegened_module = own_timing
-        monkeypatch.undo()
-        if was_installed:
-            fusion_timing.install()
 
 
 def test_an_epilogue_is_not_timed_alone_where_no_fused_template_may_be_timed(monkeypatch):
@@ -139,19 +148,11 @@ def test_an_epilogue_is_not_timed_alone_where_no_fused_template_may_be_timed(mon
         timed_alone.append(nodes[0].name)
         return 2.0, "epilogue.py"
 
-    was_installed = "speedup_by_fusion" in fusion_timing._saved
-    fusion_timing.uninstall()
-    inductor_own = scheduler.Scheduler.speedup_by_fusion
-    own_timing = scheduler.Scheduler.benchmark_fused_nodes
     acting = [True]
     entry = mode_options.fused_benchmarks_entry()
-    try:
-        scheduler.Scheduler.speedup_by_fusion = inductor_decision
-        scheduler.Scheduler.benchmark_fused_nodes = class_timing
-        monkeypatch.setattr(plans, "fusion_margin", lambda: None)
-        monkeypatch.setattr(plans, "acting", lambda: acting[0])
-        fusion_timing.install()
-        sched = scheduler.Scheduler.__new__(scheduler.Scheduler)
+    monkeypatch.setattr(plans, "fusion_margin", lambda: None)
+    monkeypatch.setattr(plans, "acting", lambda: acting[0])
+    with _inductor_stood_in(speedup_by_fusion=inductor_decision, benchmark_fused_nodes=class_timing) as sched:
         before = fusion_timing.counts["neighbour_untimed"]
         with inductor_config.patch({entry: 0}):
             assert sched.speedup_by_fusion(_Node("mm", True), _Node("relu", False)).should_fuse is False
@@ -167,13 +168,6 @@ def test_an_epilogue_is_not_timed_alone_where_no_fused_template_may_be_timed(mon
             assert sched.speedup_by_fusion(_Node("mm", True), _Node("relu", False)).should_fuse is True
             assert timed_alone == ["cast", "relu", "relu"]
         assert fusion_timing.counts["neighbour_untimed"] == before + 1
-    finally:
-        fusion_timing.uninstall()
-        scheduler.Scheduler.speedup_by_fusion = inductor_own
-        scheduler.Scheduler.benchmark_fused_nodes = own_timing
-        monkeypatch.undo()
-        if was_installed:
-            fusion_timing.install()
 
 
 def test_the_fusion_decision_is_wrapped_while_the_plugin_is_installed_and_restored_after():
