@@ -31,8 +31,9 @@ class _Node:
     """Stands in for an Inductor scheduler node: what the wrapper reads of one (a template node holds a real,
     empty ``MultiTemplateBuffer``)."""
 
-    def __init__(self, name: str, multi_template: bool):
+    def __init__(self, name: str, multi_template: bool, device: str = "cuda"):
         self.name, self.multi = name, ir.MultiTemplateBuffer.__new__(ir.MultiTemplateBuffer) if multi_template else None
+        self.device = torch.device(device)
 
     def is_template(self):
         return self.multi is not None
@@ -44,7 +45,7 @@ class _Node:
         return [self]
 
     def get_device(self):
-        return torch.device("cuda")
+        return self.device
 
     def get_name(self):
         return self.name
@@ -127,47 +128,62 @@ def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries
 
 
 def test_an_epilogue_is_not_timed_alone_where_no_fused_template_may_be_timed(monkeypatch):
-    """Inductor's multi-template decision stood in by a function that does what it does: time the epilogue
-    alone (``self.benchmark_fused_nodes``), then try at most the count of fused templates, and decline when
-    none was tried. At a count of 0 with the plugin acting, the epilogue is answered uncompiled (the class's
-    timing never runs) and the decision is the same, apart; at a count of 1, with the plugin not acting, or
-    for a prologue pair (the template second), Inductor times it as before."""
+    """Inductor's multi-template decision stood in by a function that does what it does: time the neighbour
+    alone (``self.benchmark_fused_nodes``), walk the template choices fastest first, stopping where one alone
+    is no faster than the winner plus the neighbour and once the count of fused templates is reached, and
+    decline when none was tried (a tried one is taken as faster fused). At a count of 0 with the plugin on,
+    the epilogue is answered uncompiled (the class's timing never runs) and the decision is the one Inductor
+    takes timing it, apart; at a count of 1, with the plugin not acting, for a prologue pair (the template
+    second) and on a CPU node, Inductor times it as before. A timing the scheduler instance already had is
+    its own again afterwards."""
     import torch._inductor.config as inductor_config
 
     from ah_plugin.inductor.patches import fusion_timing, mode_options
 
     timed_alone = []
+    entry = mode_options.fused_benchmarks_entry()
 
     def inductor_decision(self, node1, node2):
-        multi = node1 if node1.is_template() else node2
-        ms2, _ = self.benchmark_fused_nodes(node2.get_nodes() if multi is node1 else node1.get_nodes())
-        tried = min(1, getattr(inductor_config, mode_options.fused_benchmarks_entry()))
-        return scheduler.FusionResult.fuse(tried > 0 and ms2 > 1.0)
+        ms1 = 1.5  # the autotuning's fastest choice alone
+        ms2, _ = self.benchmark_fused_nodes(node2.get_nodes() if node1.is_template() else node1.get_nodes())
+        tried = []
+        for alone in (1.5, 1.8):  # the template choices' own times
+            if alone >= ms1 + ms2 or len(tried) >= getattr(inductor_config, entry):
+                break
+            tried.append(alone)
+        return scheduler.FusionResult.fuse(bool(tried))
 
     def class_timing(self, nodes):
         timed_alone.append(nodes[0].name)
         return 2.0, "epilogue.py"
 
+    def decide(sched, *nodes):
+        return sched.speedup_by_fusion(*nodes).should_fuse
+
     acting = [True]
-    entry = mode_options.fused_benchmarks_entry()
     monkeypatch.setattr(plans, "fusion_margin", lambda: None)
     monkeypatch.setattr(plans, "acting", lambda: acting[0])
     with _inductor_stood_in(speedup_by_fusion=inductor_decision, benchmark_fused_nodes=class_timing) as sched:
-        before = fusion_timing.counts["neighbour_untimed"]
+        before = fusion_timing.untimed["epilogues"]
         with inductor_config.patch({entry: 0}):
-            assert sched.speedup_by_fusion(_Node("mm", True), _Node("relu", False)).should_fuse is False
-            assert timed_alone == [] and fusion_timing.counts["neighbour_untimed"] == before + 1
+            assert decide(sched, _Node("mm", True), _Node("relu", False)) is False
+            assert timed_alone == [] and fusion_timing.untimed["epilogues"] == before + 1
             assert "benchmark_fused_nodes" not in vars(sched)  # the stand-in lasted the decision only
-            sched.speedup_by_fusion(_Node("cast", False), _Node("mm", True))  # prologue: Inductor's own
-            assert timed_alone == ["cast"]
-            acting[0] = False
-            sched.speedup_by_fusion(_Node("mm", True), _Node("relu", False))
+            assert decide(sched, _Node("cast", False), _Node("mm", True)) is False  # prologue: Inductor's own
+            assert decide(sched, _Node("mm", True, "cpu"), _Node("relu", False, "cpu")) is False
             assert timed_alone == ["cast", "relu"]
-        acting[0] = True
-        with inductor_config.patch({entry: 1}):
-            assert sched.speedup_by_fusion(_Node("mm", True), _Node("relu", False)).should_fuse is True
+            acting[0] = False
+            assert decide(sched, _Node("mm", True), _Node("relu", False)) is False  # Inductor's own: the same
             assert timed_alone == ["cast", "relu", "relu"]
-        assert fusion_timing.counts["neighbour_untimed"] == before + 1
+            acting[0] = True
+            own = sched.benchmark_fused_nodes = lambda nodes: (2.0, "instance.py")
+            assert decide(sched, _Node("mm", True), _Node("relu", False)) is False
+            assert sched.benchmark_fused_nodes is own  # the instance's own timing, back
+        with inductor_config.patch({entry: 1}):
+            del sched.benchmark_fused_nodes
+            assert decide(sched, _Node("mm", True), _Node("relu", False)) is True
+            assert timed_alone == ["cast", "relu", "relu", "relu"]
+        assert fusion_timing.untimed["epilogues"] == before + 2
 
 
 def test_the_fusion_decision_is_wrapped_while_the_plugin_is_installed_and_restored_after():
@@ -238,12 +254,21 @@ import torch._inductor.config as inductor_config
 from ah_plugin.inductor.patches import fusion_timing, mode_options
 ah_plugin.require_active_from_environment()
 setattr(inductor_config, mode_options.fused_benchmarks_entry(), int(os.environ["FUSED_COUNT"]))
-timed_alone = []
+if os.environ.get("INDUCTOR_TIMES_IT"):  # the counterfactual: Inductor's own decision, the epilogue timed
+    fusion_timing._nothing_timed_fused = lambda: False
+timed_alone, decisions = [], []
 own = scheduler.Scheduler.benchmark_fused_nodes
 def counted(self, *args, **kwargs):
     timed_alone.append(1)
     return own(self, *args, **kwargs)
 scheduler.Scheduler.benchmark_fused_nodes = counted
+decision = scheduler.Scheduler.speedup_by_fusion  # the plugin's wrapper, recorded from outside
+def recorded(self, node1, node2):
+    result = decision(self, node1, node2)
+    if fusion_timing._template_first(node1):
+        decisions.append([getattr(result, "should_fuse", result), getattr(result, "callable_fn", None) is None])
+    return result
+scheduler.Scheduler.speedup_by_fusion = recorded
 torch.manual_seed(0)
 x = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
 w = torch.randn(2048, 5632, device="cuda", dtype=torch.bfloat16) / 45
@@ -251,8 +276,8 @@ f = torch.compile(lambda x, w: torch.relu(x @ w), mode="max-autotune-no-cudagrap
 out = f(x, w)
 ref = torch.relu(x.float() @ w.float())
 err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
-print("RESULT " + json.dumps({"untimed": fusion_timing.counts["neighbour_untimed"], "timed_alone": len(timed_alone),
-                              "error": err}))
+print("RESULT " + json.dumps({"untimed": fusion_timing.untimed["epilogues"], "timed_alone": len(timed_alone),
+                              "decisions": decisions, "error": err}))
 '''
 
 
@@ -262,19 +287,24 @@ print("RESULT " + json.dumps({"untimed": fusion_timing.counts["neighbour_untimed
 def test_a_real_compile_times_no_epilogue_alone_where_no_fused_template_may_be_timed(tmp_path):
     """``relu(x @ w)`` at 64x2048x5632 with the top two candidates kept (a template beside aten on any GPU, so
     the GEMM is a multi-template and Inductor decides whether to fuse the ReLU). With the fused count at 0
-    the plugin answers the ReLU's time alone uncompiled and Inductor's own timing of it never runs; at 1 it
-    runs. Both compute eager's result."""
+    the plugin answers the ReLU's time alone uncompiled, Inductor's own timing of it never runs, and each
+    decision is the one Inductor takes when it times the ReLU (the plugin's answer switched off): apart. At 1
+    the ReLU is timed alone. All three compute eager's result."""
     results = {}
-    for count in (0, 1):
+    for name, count, extra in (("untimed", 0, {}), ("inductor", 0, {"INDUCTOR_TIMES_IT": "1"}), ("one", 1, {})):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "AH_"))}
-        env.update(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"cache_{count}"), PYTHONPATH=REPO,
-                   TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_TOP_K="2", FUSED_COUNT=str(count))
+        env.update(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"cache_{name}"), PYTHONPATH=REPO,
+                   TORCHINDUCTOR_AUTOHEURISTIC_USE="mm", AH_PLUGIN_TOP_K="2", FUSED_COUNT=str(count), **extra)
         proc = subprocess.run([sys.executable, "-c", UNTIMED_CHILD], env=env, capture_output=True, text=True,
                               timeout=600)
         assert proc.returncode == 0, proc.stderr[-4000:]
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-        results[count] = json.loads(line[len("RESULT "):])
+        results[name] = json.loads(line[len("RESULT "):])
     print(f"\n{results}")
-    assert results[0]["untimed"] >= 1 and results[0]["timed_alone"] == 0, results
-    assert results[1]["untimed"] == 0 and results[1]["timed_alone"] >= 1, results
-    assert results[0]["error"] < 2e-2 and results[1]["error"] < 2e-2, results
+    untimed, inductor, one = results["untimed"], results["inductor"], results["one"]
+    assert untimed["untimed"] >= 1 and untimed["timed_alone"] == 0, results
+    assert inductor["untimed"] == 0 and inductor["timed_alone"] >= 1, results
+    assert untimed["decisions"] and untimed["decisions"] == inductor["decisions"], results
+    assert all(d == [False, True] for d in untimed["decisions"]), results  # apart, decided at once
+    assert one["untimed"] == 0 and one["timed_alone"] >= 1, results
+    assert all(r["error"] < 2e-2 for r in results.values()), results

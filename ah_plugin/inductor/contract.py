@@ -269,8 +269,8 @@ HOOKS: tuple[Hook, ...] = (
                  ("wrapper", "kernel", "src_code", "kernel_name", "subs_name", "node_schedule", "kernel_path",
                   "get_kernel_metadata")}, module="patches.compile_once", cpu_reachable=False),
     Hook("fusion_timing", "quality mode: a template fused with its neighbour is kept only when the group, timed "
-         "by replay, beats the fastest choice plus the separate kernel by the aten margin; fast mode: an epilogue "
-         "is not timed alone where no fused template is timed",
+         "by replay, beats the fastest choice plus the separate kernel by the aten margin; where no template may "
+         "be timed fused (fast mode), an epilogue is not timed alone",
          "Scheduler.speedup_by_fusion(self, node1, node2) wrapped (its deferred FusionResult.callable_fn too); "
          "the instance's benchmark_codegened_module scaled for the decision; with no fused template to time, "
          "its benchmark_fused_nodes answers the epilogue alone uncompiled", "patch",

@@ -26,15 +26,17 @@ default; ``max_template_fusion_benchmarked_choices`` from 2.15) and which neighb
 set, does the fused benchmark later, on the same thread, once parallel compilation is done; the plan and
 the margin cover that callable. Checked on torch 2.11, 2.13, 2.14 and 2.15.
 
-**A neighbour that nothing fused is compared with is not timed.** Where no template may be timed fused
-(``max_epilogue_benchmarked_choices``, or ``max_template_fusion_benchmarked_choices`` from 2.15, at 0: fast
-mode sets it), Inductor's decision still compiles and times the epilogue kernel alone before its loop over
-fused choices stops at the count and declines the fusion: on the H200, part of the 0.22-0.67 s the
-Llama-style decoder's scheduler spent on its two multi-template GEMMs. That time is only ever compared with
-a fused template's, so for a template-and-epilogue pair the wrapper answers it with an infinite time
-without compiling anything (``counts["neighbour_untimed"]``); the decision Inductor returns is the same
-(apart). A prologue pair (the template second) is left to Inductor: the torch versions differ in which
-branch times it.
+**A neighbour that nothing fused is compared with is not timed.** While the plugin is on and no template
+may be timed fused (``max_epilogue_benchmarked_choices``, or ``max_template_fusion_benchmarked_choices`` from
+2.15, at 0: fast mode sets it), Inductor's decision still compiles and times the epilogue kernel alone, then
+its loop over fused choices stops at the count before compiling any, and it declines the fusion: on the
+H200, part of the 0.22-0.67 s the Llama-style decoder's scheduler spent on its two multi-template GEMMs.
+That time is only ever compared with a fused template's (the fused timings of ``multi_kernel_hints``, when
+set, never meet it), so for a template-and-epilogue pair the wrapper answers it with an infinite time
+without compiling anything (``untimed["epilogues"]``, ``ah_plugin.status()["epilogues_untimed"]``); the
+decision Inductor returns is the same, apart. Read in the sources of torch 2.13, 2.14 and 2.15; on 2.11 a
+real compile checked it (tests/test_fusion_timing.py). A prologue pair (the template second) is timed the
+same way on 2.13-2.15 and is left to Inductor as a precaution: 2.11's branch for it is not read.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ from .. import contract, plans
 from ..session import Timing, opened
 from . import benchmarker, mode_options
 
-counts: Counter = Counter()  # "fused" / "apart": decisions taken by a fused benchmark under the plan;
-# "neighbour_untimed": epilogues not compiled and timed alone, since nothing fused was to be compared with them
+counts: Counter = Counter()  # "fused" / "apart": decisions taken by a fused benchmark under the plan
+untimed: Counter = Counter()  # "epilogues": not compiled and timed alone, since nothing fused was compared with them
 _saved: dict = {}
 _FUSED_TIMING = "benchmark_codegened_module"  # the scheduler method the decision reads the fused time from
 _NEIGHBOUR_TIMING = "benchmark_fused_nodes"  # ... and the neighbour's time alone
@@ -90,7 +92,7 @@ def _without_neighbour_timing(scheduler_instance, fn, *args):
     decision comes out as it would have: apart."""
 
     def benchmark_fused_nodes(*_args, **_kwargs):
-        counts["neighbour_untimed"] += 1
+        untimed["epilogues"] += 1
         return float("inf"), None
 
     had_own = _NEIGHBOUR_TIMING in vars(scheduler_instance)
@@ -163,11 +165,16 @@ def install() -> None:
             if applies:
                 benchmarker.wrap_instance()
                 names = f"{node1.get_name()} and {node2.get_name()}"
-            untimed = plans.acting() and _template_first(node1) and _on_cuda(node1) and _nothing_timed_fused()
         except Exception as exc:  # never break the compile: Inductor's own decision
             warn_once(("fusion_timing", type(exc).__name__),
                       f"ah_plugin: fused-group timing is off for this compile ({exc!r})")
-            applies = untimed = False
+            applies = False
+        try:
+            untimed = plans.acting() and _template_first(node1) and _on_cuda(node1) and _nothing_timed_fused()
+        except Exception as exc:  # Inductor times the epilogue alone, as without the plugin
+            warn_once(("epilogue_untimed", type(exc).__name__),
+                      f"ah_plugin: epilogues are timed alone as Inductor does for this compile ({exc!r})")
+            untimed = False
         decide = original
         if untimed:
             contract.note("fusion_timing")
