@@ -253,8 +253,8 @@ def status() -> dict:
     ``cache_stats`` (results-cache hits and misses), ``cpu_gemms_not_autotuned``, ``gemms_without_max_autotune``, ``compile_once`` (template
     kernels of compiled graphs that run the kernel their autotuning compiled, and those that do not),
     ``fused_groups`` (quality mode's fused-group decisions: a template kept fused, or kept apart),
-    ``epilogues_untimed`` (epilogues of a timed template not compiled and timed alone, where no template may be
-    timed fused: fast mode),
+    ``neighbours_untimed`` (a timed template's epilogues and prologues not compiled and timed alone, where no
+    template may be timed fused: fast mode),
     ``flex_configs`` (FlexAttention kernels whose configs the use mode decided: how many, configs offered and
     kept, and those decided without a ranking)."""
     from .report import cpu_gemm
@@ -284,7 +284,7 @@ def status() -> dict:
     out["compile_once"] = dict(once.counts) if once is not None else {"reused": 0, "unmatched": 0}
     fusion = sys.modules.get("ah_plugin.inductor.patches.fusion_timing")
     out["fused_groups"] = {"fused": 0, "apart": 0, **(dict(fusion.counts) if fusion is not None else {})}
-    out["epilogues_untimed"] = fusion.untimed["epilogues"] if fusion is not None else 0
+    out["neighbours_untimed"] = fusion.untimed["neighbours"] if fusion is not None else 0
     flex = sys.modules.get("ah_plugin.inductor.flex_choices")
     out["flex_configs"] = dict(flex.stats) if flex is not None else {"decided": 0, "kept": 0, "offered": 0,
                                                                        "without_ranking": 0}

@@ -127,14 +127,14 @@ def test_the_decision_runs_under_the_replay_plan_and_only_the_fused_time_carries
         assert calls == ["raises"]  # called once, never retried
 
 
-def test_an_epilogue_is_not_timed_alone_where_no_fused_template_may_be_timed(monkeypatch):
+def test_a_fusion_neighbour_is_not_timed_alone_where_no_fused_template_may_be_timed(monkeypatch):
     """Inductor's multi-template decision stood in by a function that does what it does: time the neighbour
     alone (``self.benchmark_fused_nodes``), walk the template choices fastest first, stopping where one alone
     is no faster than the winner plus the neighbour and once the count of fused templates is reached, and
     decline when none was tried (a tried one is taken as faster fused). At a count of 0 with the plugin on,
     the epilogue is answered uncompiled (the class's timing never runs) and the decision is the one Inductor
-    takes timing it, apart; at a count of 1, with the plugin not acting, for a prologue pair (the template
-    second) and on a CPU node, Inductor times it as before. A timing the scheduler instance already had is
+    takes timing it, apart, for an epilogue and a prologue (the template second) alike; at a count of 1, with
+    the plugin not acting and on a CPU node, Inductor times it as before. A timing the scheduler instance already had is
     its own again afterwards."""
     import torch._inductor.config as inductor_config
 
@@ -164,17 +164,19 @@ def test_an_epilogue_is_not_timed_alone_where_no_fused_template_may_be_timed(mon
     monkeypatch.setattr(plans, "fusion_margin", lambda: None)
     monkeypatch.setattr(plans, "acting", lambda: acting[0])
     with _inductor_stood_in(speedup_by_fusion=inductor_decision, benchmark_fused_nodes=class_timing) as sched:
-        before = fusion_timing.untimed["epilogues"]
+        before = fusion_timing.untimed["neighbours"]
         with inductor_config.patch({entry: 0}):
             assert decide(sched, _Node("mm", True), _Node("relu", False)) is False
-            assert timed_alone == [] and fusion_timing.untimed["epilogues"] == before + 1
+            assert decide(sched, _Node("cast", False), _Node("mm", True)) is False  # a prologue
+            assert timed_alone == [] and fusion_timing.untimed["neighbours"] == before + 2
             assert "benchmark_fused_nodes" not in vars(sched)  # the stand-in lasted the decision only
-            assert decide(sched, _Node("cast", False), _Node("mm", True)) is False  # prologue: Inductor's own
             assert decide(sched, _Node("mm", True, "cpu"), _Node("relu", False, "cpu")) is False
-            assert timed_alone == ["cast", "relu"]
+            assert decide(sched, _Node("add", False), _Node("relu", False)) is False  # no template: Inductor's
+            assert timed_alone == ["relu", "add"]
             acting[0] = False
             assert decide(sched, _Node("mm", True), _Node("relu", False)) is False  # Inductor's own: the same
-            assert timed_alone == ["cast", "relu", "relu"]
+            assert decide(sched, _Node("cast", False), _Node("mm", True)) is False
+            assert timed_alone == ["relu", "add", "relu", "cast"]
             acting[0] = True
             own = sched.benchmark_fused_nodes = lambda nodes: (2.0, "instance.py")
             assert decide(sched, _Node("mm", True), _Node("relu", False)) is False
@@ -182,8 +184,8 @@ def test_an_epilogue_is_not_timed_alone_where_no_fused_template_may_be_timed(mon
         with inductor_config.patch({entry: 1}):
             del sched.benchmark_fused_nodes
             assert decide(sched, _Node("mm", True), _Node("relu", False)) is True
-            assert timed_alone == ["cast", "relu", "relu", "relu"]
-        assert fusion_timing.untimed["epilogues"] == before + 2
+            assert timed_alone == ["relu", "add", "relu", "cast", "relu"]
+        assert fusion_timing.untimed["neighbours"] == before + 3
 
 
 def test_the_fusion_decision_is_wrapped_while_the_plugin_is_installed_and_restored_after():
@@ -265,7 +267,7 @@ scheduler.Scheduler.benchmark_fused_nodes = counted
 decision = scheduler.Scheduler.speedup_by_fusion  # the plugin's wrapper, recorded from outside
 def recorded(self, node1, node2):
     result = decision(self, node1, node2)
-    if fusion_timing._template_first(node1):
+    if fusion_timing._multi_template(node1, node2):
         decisions.append([getattr(result, "should_fuse", result), getattr(result, "callable_fn", None) is None])
     return result
 scheduler.Scheduler.speedup_by_fusion = recorded
@@ -276,7 +278,7 @@ f = torch.compile(lambda x, w: torch.relu(x @ w), mode="max-autotune-no-cudagrap
 out = f(x, w)
 ref = torch.relu(x.float() @ w.float())
 err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
-print("RESULT " + json.dumps({"untimed": fusion_timing.untimed["epilogues"], "timed_alone": len(timed_alone),
+print("RESULT " + json.dumps({"untimed": fusion_timing.untimed["neighbours"], "timed_alone": len(timed_alone),
                               "decisions": decisions, "error": err}))
 '''
 

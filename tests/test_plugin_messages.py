@@ -46,11 +46,11 @@ def test_the_exit_line_renders_each_part_and_says_when_nothing_happened():
     use = UseStats(autotunings=3, offered=6, kept=3, without_ranking=1)
     status = {"settings": current, "collect_stats": collect, "use_stats": use,
               "cache_stats": {"hits": 1, "misses": 2, "tuned": 2}, "cpu_gemms_not_autotuned": 4,
-              "epilogues_untimed": 2}
+              "neighbours_untimed": 2}
     assert summary_line(status) == (
         "ah_plugin: at exit: collect mm: 1 input logged (2 rows) to mm.txt; use mm: kept 3 of 6 choices in 3 "
         "autotunings (1 with no artifact to rank them: aten kept); results cache: 1 hit, 2 misses, 2 tuned; "
-        "2 epilogues not timed alone (no fused template to compare with); "
+        "2 fusion neighbours not timed alone (no fused template to compare with); "
         "4 CPU GEMMs not autotuned by Inductor (freezing off or not under no_grad)")
     nothing = {"settings": settings.Settings(collect=frozenset({"mm"})), "collect_stats": CollectStats()}
     assert summary_line(nothing) == "ah_plugin: at exit: collect mm: 0 inputs logged (0 rows)"

@@ -270,11 +270,11 @@ HOOKS: tuple[Hook, ...] = (
                   "get_kernel_metadata")}, module="patches.compile_once", cpu_reachable=False),
     Hook("fusion_timing", "quality mode: a template fused with its neighbour is kept only when the group, timed "
          "by replay, beats the fastest choice plus the separate kernel by the aten margin; where no template may "
-         "be timed fused (fast mode), an epilogue is not timed alone",
+         "be timed fused (fast mode), a neighbour (epilogue or prologue) is not timed alone",
          "Scheduler.speedup_by_fusion(self, node1, node2) wrapped (its deferred FusionResult.callable_fn too); "
          "the instance's benchmark_codegened_module scaled for the decision; with no fused template to time, "
-         "its benchmark_fused_nodes answers the epilogue alone uncompiled", "patch",
-         "Inductor decides fusion by per-call timing, with no margin, and times an epilogue alone for nothing",
+         "its benchmark_fused_nodes answers the neighbour alone uncompiled", "patch",
+         "Inductor decides fusion by per-call timing, with no margin, and times a neighbour alone for nothing",
          symbols=("torch._inductor.scheduler.Scheduler.speedup_by_fusion",
                   "torch._inductor.scheduler.Scheduler.benchmark_codegened_module",
                   "torch._inductor.scheduler.Scheduler.benchmark_fused_nodes",

@@ -34,9 +34,9 @@ def summary_line(status: dict) -> str:
     if groups.get("fused") or groups.get("apart"):
         parts.append(f"fused-group decisions by replay: {groups.get('fused', 0):,} template(s) kept fused, "
                      f"{groups.get('apart', 0):,} kept apart")
-    untimed = status.get("epilogues_untimed", 0)
+    untimed = status.get("neighbours_untimed", 0)
     if untimed:
-        parts.append(f"{_plural(untimed, 'epilogue')} not timed alone (no fused template to compare with)")
+        parts.append(f"{_plural(untimed, 'fusion neighbour')} not timed alone (no fused template to compare with)")
     skipped = status.get("cpu_gemms_not_autotuned", 0)
     if skipped:
         parts.append(f"{_plural(skipped, 'CPU GEMM')} not autotuned by Inductor (freezing off or not under no_grad)")

@@ -28,15 +28,16 @@ the margin cover that callable. Checked on torch 2.11, 2.13, 2.14 and 2.15.
 
 **A neighbour that nothing fused is compared with is not timed.** While the plugin is on and no template
 may be timed fused (``max_epilogue_benchmarked_choices``, or ``max_template_fusion_benchmarked_choices`` from
-2.15, at 0: fast mode sets it), Inductor's decision still compiles and times the epilogue kernel alone, then
-its loop over fused choices stops at the count before compiling any, and it declines the fusion: on the
-H200, part of the 0.22-0.67 s the Llama-style decoder's scheduler spent on its two multi-template GEMMs.
-That time is only ever compared with a fused template's (the fused timings of ``multi_kernel_hints``, when
-set, never meet it), so for a template-and-epilogue pair the wrapper answers it with an infinite time
-without compiling anything (``untimed["epilogues"]``, ``ah_plugin.status()["epilogues_untimed"]``); the
-decision Inductor returns is the same, apart. Read in the sources of torch 2.13, 2.14 and 2.15; on 2.11 a
-real compile checked it (tests/test_fusion_timing.py). A prologue pair (the template second) is timed the
-same way on 2.13-2.15 and is left to Inductor as a precaution: 2.11's branch for it is not read.
+2.15, at 0: fast mode sets it), Inductor's decision still compiles and times the neighbour (the epilogue, or
+a prologue) alone, then its loop over fused choices stops at the count before compiling any, and it declines
+the fusion: on the H200, part of the 0.22-0.67 s the Llama-style decoder's scheduler spent on its two
+multi-template GEMMs. That time is only ever compared with a fused template's (the fused timings of
+``multi_kernel_hints``, when set, never meet it), so for a pair holding a multi-template the wrapper answers
+it with an infinite time without compiling anything (``untimed["neighbours"]``,
+``ah_plugin.status()["neighbours_untimed"]``); the decision Inductor returns is the same, apart. Read in the
+sources of torch 2.13, 2.14 and 2.15, where a multi-template pair, epilogue or prologue, always takes the
+branch that times the neighbour by that one call; on 2.11 a real compile checked an epilogue
+(tests/test_fusion_timing.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from ..session import Timing, opened
 from . import benchmarker, mode_options
 
 counts: Counter = Counter()  # "fused" / "apart": decisions taken by a fused benchmark under the plan
-untimed: Counter = Counter()  # "epilogues": not compiled and timed alone, since nothing fused was compared with them
+untimed: Counter = Counter()  # "neighbours": not compiled and timed alone, since nothing fused was compared with them
 _saved: dict = {}
 _FUSED_TIMING = "benchmark_codegened_module"  # the scheduler method the decision reads the fused time from
 _NEIGHBOUR_TIMING = "benchmark_fused_nodes"  # ... and the neighbour's time alone
@@ -72,13 +73,6 @@ def _on_cuda(node1) -> bool:
     return device is not None and device.type == "cuda"
 
 
-def _template_first(node1) -> bool:
-    """Whether ``node1`` is a template still choosing between kernels (the pair is template, then epilogue)."""
-    from torch._inductor import ir
-
-    return node1.is_template() and isinstance(node1.get_template_node(), ir.MultiTemplateBuffer)
-
-
 def _nothing_timed_fused() -> bool:
     """Whether Inductor may time no template fused with its neighbour (the count set to 0, as fast mode does)."""
     entry = mode_options.fused_benchmarks_entry()
@@ -92,7 +86,7 @@ def _without_neighbour_timing(scheduler_instance, fn, *args):
     decision comes out as it would have: apart."""
 
     def benchmark_fused_nodes(*_args, **_kwargs):
-        untimed["epilogues"] += 1
+        untimed["neighbours"] += 1
         return float("inf"), None
 
     had_own = _NEIGHBOUR_TIMING in vars(scheduler_instance)
@@ -170,10 +164,10 @@ def install() -> None:
                       f"ah_plugin: fused-group timing is off for this compile ({exc!r})")
             applies = False
         try:
-            untimed = plans.acting() and _template_first(node1) and _on_cuda(node1) and _nothing_timed_fused()
-        except Exception as exc:  # Inductor times the epilogue alone, as without the plugin
-            warn_once(("epilogue_untimed", type(exc).__name__),
-                      f"ah_plugin: epilogues are timed alone as Inductor does for this compile ({exc!r})")
+            untimed = plans.acting() and _multi_template(node1, node2) and _on_cuda(node1) and _nothing_timed_fused()
+        except Exception as exc:  # Inductor times the neighbour alone, as without the plugin
+            warn_once(("neighbour_untimed", type(exc).__name__),
+                      f"ah_plugin: fusion neighbours are timed alone as Inductor does for this compile ({exc!r})")
             untimed = False
         decide = original
         if untimed:

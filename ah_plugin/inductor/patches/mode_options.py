@@ -20,7 +20,7 @@ on an H200 (nine template-and-aten GEMMs), that was 4.0 s of 13.2 s, against 8.6
 (benchmarks/runs/fast_h200_models/decode_phase_times.txt). Without it, the kept templates precompile in
 parallel from lowering, the autotuner times each against aten as before, and a template that wins runs
 without its epilogue fused in, as aten does. Inductor would still compile and time each such epilogue
-alone, for a comparison no fused template enters; the plugin answers that time uncompiled
+(or prologue) alone, for a comparison no fused template enters; the plugin answers that time uncompiled
 (``patches/fusion_timing.py``). The templates'
 own compiles remain: in fresh processes the decoder still compiled in 1.41x max-autotune off's time with
 this setting, about as with ``benchmark_epilogue_fusion`` off (1.44x), which instead precompiles each
