@@ -10,7 +10,8 @@ import json
 import pytest
 from cpu_fp8 import NO_CPU_ROWWISE, rowwise_on_cpu
 
-from torchgen_ah.evaluation import compile_cost, one_process, zoo, zoo_decoders, zoo_models, zoo_one_process, zoo_report
+from torchgen_ah.evaluation import (compile_cost, one_process, own_kernel_caches, zoo, zoo_decoders, zoo_models,
+                                    zoo_one_process, zoo_report)
 
 TINY = zoo_decoders.TINY
 
@@ -165,6 +166,13 @@ def test_compile_is_estimated_in_one_process_where_every_mode_lowered_its_graph_
     line = next(line for line in text.splitlines() if line.startswith("| flex |"))
     assert "| 1.05 (leans against; fresh 1.25) | 1.000 (1.000-1.000) | yes |" in line and line.endswith("| met |")
     assert "| 2.00 / 1.000 (1.000-1.000) |" in line and "(Inductor's whole-graph cache off)" in text
+    # rows written before kernel caches were each mode's own: the text says which way their estimate leans
+    assert "found off's kernels compiled" in text and "compiled every kernel cold" not in text
+    own = [*rows[:4], {**rows[4], own_kernel_caches.ROW_FIELD: own_kernel_caches.PER_MODE}]
+    own_text = zoo_report.markdown(own, "cmd")
+    assert "compiled every kernel cold, in Inductor and Triton caches of its own" in own_text
+    assert "found off's kernels compiled" not in own_text
+    assert "(rows with `kernel_caches` `per_mode`)" in zoo_report.markdown([*own, {**rows[4], "rep": 1}], "cmd")
     # fast compiled before off (cold), or the control before off (cold): no estimate, the fresh ratio judges
     for order in (["fast", "off", "quality", "off_again"], ["off_again", "off", "fast", "quality"]):
         moved = [*rows[:4], {**_one_row("flex", order, windows, **steps), "whole_graph_cache": False}]

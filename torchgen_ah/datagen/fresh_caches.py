@@ -16,10 +16,9 @@ CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 @contextlib.contextmanager
-def fresh_compile_caches(prefix: str, root: str | None = None):
-    """Point both caches at a new folder under ``root`` (the system's temporary folder by default) inside the
-    block; the variables are put back and the folder removed afterwards. Yields the folder."""
-    folder = tempfile.mkdtemp(prefix=prefix, dir=root)
+def compile_caches_in(folder: str):
+    """Point both caches at ``folder`` inside the block (Triton's under it); the variables are put back
+    afterwards. Yields the folder."""
     saved = {name: os.environ.get(name) for name in CACHE_VARIABLES}
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
@@ -31,4 +30,15 @@ def fresh_compile_caches(prefix: str, root: str | None = None):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextlib.contextmanager
+def fresh_compile_caches(prefix: str, root: str | None = None):
+    """Point both caches at a new folder under ``root`` (the system's temporary folder by default) inside the
+    block; the variables are put back and the folder removed afterwards. Yields the folder."""
+    folder = tempfile.mkdtemp(prefix=prefix, dir=root)
+    try:
+        with compile_caches_in(folder):
+            yield folder
+    finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -5,7 +5,9 @@ On the H200 the same compiled code stepped 2-20% apart across fresh processes bu
 process with interleaved windows, so the zoo's step ratios come from here. Compile is the per-mode fresh
 processes' wall time (``zoo_worker``), or estimated from here where it can be: every mode is compiled with
 Inductor's whole-graph cache off (``one_process.NO_GRAPH_CACHE``; with it the control ``off_again`` loaded
-off's compiled graph), so each lowers its graph and generates its code, finding off's compiled kernels; the
+off's compiled graph) and its kernels cold, in Inductor and Triton caches of its own (``own_kernel_caches``:
+a kept template renumbers the kernels after it, which a mode finding off's kernels compiled then recompiled
+while the control did not), so each lowers its graph and compiles its code as a fresh process does; the
 first mode after off less the control is what that mode adds to off's compile (``zoo_report``). Phases:
 
 1. compile: per mode, in the order given, Dynamo's memory of changing sizes cleared (the mode compiles the
@@ -26,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 
-from torchgen_ah.evaluation import compile_cost, e2e_models, one_process
+from torchgen_ah.evaluation import compile_cost, e2e_models, one_process, own_kernel_caches
 from torchgen_ah.evaluation.zoo_worker import CompileClock, geometric_mean, plugin_fields
 
 ONE_PROCESS = "one_process"  # the run plan's name for this process, in place of a mode
@@ -108,7 +110,7 @@ def measure(torch, built, spec: dict) -> dict:
             if diff is not None:  # what differs from off's code, where the fingerprint says it does
                 fields[mode]["code_diff_from_off"] = diff
     return {"modes": list(modes), "steps_per_window": per_window, "windows_ms": windows, "steps": fields,
-            "whole_graph_cache": False}
+            "whole_graph_cache": False, own_kernel_caches.ROW_FIELD: own_kernel_caches.PER_MODE}
 
 
 def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
@@ -118,10 +120,15 @@ def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
     from ah_plugin.inductor.generated_code_capture import capturing_code
     from torchgen_ah.evaluation.result_check import checked_error
 
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    root = cache_dir()  # the process's fresh caches; each mode compiles in a folder of its own under them
+    folders = {mode: own_kernel_caches.mode_folder(root, index, mode) for index, mode in enumerate(options)}
     out = {}
     for mode, opts in options.items():
         compile_tools.forget_dynamic_shapes()
-        with plugin_scope(ah_plugin, mode), capturing_code() as codes:
+        with own_kernel_caches.own_kernel_caches(folders[mode]), plugin_scope(ah_plugin, mode), \
+                capturing_code() as codes:
             compiled = torch.compile(built.model, options=opts)
             clock = CompileClock(compile_tools, codes, sync)
             steps, errors = {}, []
@@ -135,7 +142,8 @@ def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
             raise OutsideScope(f"{mode} compiled nothing: Dynamo ran a graph compiled for another mode")
         out[mode] = {"steps": steps, "seconds": clock.seconds, "codes": codes, "errors": errors, "plugin": plugin}
     for mode, c in out.items():
-        with plugin_scope(ah_plugin, mode), capturing_code() as codes:
+        with own_kernel_caches.own_kernel_caches(folders[mode]), plugin_scope(ah_plugin, mode), \
+                capturing_code() as codes:
             clock = CompileClock(compile_tools, codes, sync)
             for step in c["steps"].values():
                 clock.call(step)

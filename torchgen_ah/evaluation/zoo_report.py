@@ -14,10 +14,10 @@ step cannot differ from off's but by noise: the step bar is met by construction,
 Fresh processes compile the same code far apart too (two off processes of one FlexAttention model: 6.6 and
 9.0 s on an H100), so where the one-process judging compiled the modes with Inductor's whole-graph cache off,
 a mode's compile ratio is estimated there: (off's fresh compile + the mode's shared-process seconds - the
-control's) / off's fresh compile. In that process a mode compiled after off finds off's kernels compiled, as
-the control does, and compiles only what is its own; the estimate is taken only for the first mode compiled
-after off and its twin (a later one would find the earlier mode's kernels compiled too) and where the control
-came after off. The process warms compile by compile: with the control last the estimate leans against the
+control's) / off's fresh compile. In that process every mode compiles its kernels cold, in caches of its own
+(``own_kernel_caches``; rows written before found off's kernels compiled, as the control did, and a mode that
+keeps templates, which renumber the kernels after them, recompiled kernels the control found); the estimate is
+taken only for the first mode compiled after off and its twin and where the control came after off. The process warms compile by compile: with the control last the estimate leans against the
 mode, with the control first (odd repetitions, ``one_process_order``) for it. The fresh-process ratio is shown
 beside it where it ran. The quality report (``zoo_quality_report``) keeps fresh ratios.
 """
@@ -28,7 +28,7 @@ import math
 import statistics
 
 from torchgen_ah.data.aggregate import geomean
-from torchgen_ah.evaluation import one_process, zoo_models
+from torchgen_ah.evaluation import one_process, own_kernel_caches, zoo_models
 from torchgen_ah.evaluation.markdown_tables import cell, table
 from torchgen_ah.evaluation.result_check import WRONG_ABOVE
 
@@ -398,9 +398,15 @@ def totals_line(summary: dict) -> list[str]:
                 f"Geomean over models: compile {geomean(compiles):.2f}x off, step {geomean(steps):.3f}x off."]
 
 
-def method_text(summary: dict) -> str:
+def kernel_caches(rows: list[dict]) -> set:
+    """How the one-process rows' modes met each other's kernels: ``per_mode`` (each compiled its kernels cold,
+    ``own_kernel_caches``), ``shared`` (rows written before: a mode found the kernels earlier modes compiled)."""
+    return {row.get(own_kernel_caches.ROW_FIELD, "shared") for row in rows if "windows_ms" in row}
+
+
+def method_text(summary: dict, caches: set = frozenset()) -> str:
     """How a zoo table's compile and step were measured, the step said per source (one process, fresh
-    processes)."""
+    processes); ``caches``: ``kernel_caches`` of the rows."""
     sources = {s["step_source"] for s in summary.values()}
     offs = {s["off"].get("compile_source") for s in summary.values()}
     text = "Compile: the wall seconds of every call that compiled (recompiles and a lazily compiled backward included)"
@@ -425,10 +431,21 @@ def method_text(summary: dict) -> str:
                  "compile in the one process, compiled first there with fresh caches as a fresh process of off "
                  "compiles, and fast = off code and templates are read there too. ")
     if any(m.get("compile_source") == ONE_PROCESS_SOURCE for s in summary.values() for m in s["modes"].values()):
+        if caches == {own_kernel_caches.PER_MODE}:
+            found = "compiled every kernel cold, in Inductor and Triton caches of its own, as the control did"
+        elif own_kernel_caches.PER_MODE in caches:
+            found = ("compiled every kernel cold in caches of its own (rows with `kernel_caches` `per_mode`) or "
+                     "found off's kernels compiled (the other rows; a kept template renumbers the kernels after "
+                     "it, which the mode then recompiled and the control did not: those estimates lean against "
+                     "a mode that keeps templates)")
+        else:
+            found = ("found off's kernels compiled, as the control did (a kept template renumbers the kernels "
+                     "after it, which the mode then recompiled and the control did not: the estimate leans "
+                     "against a mode that keeps templates)")
         text += ("Compile x, estimated in the one process (the fresh processes' ratio in brackets where they ran), "
-                 "where every mode lowered its graph anew (Inductor's whole-graph cache off) and found off's "
-                 "kernels compiled, as the control did: (off's compile + the mode's seconds there - "
-                 "`off_again`'s) / off's compile, the median over repetitions; bar "
+                 f"where every mode lowered its graph anew (Inductor's whole-graph cache off) and {found}: "
+                 "(off's compile + the mode's seconds there - `off_again`'s) / off's compile, the median over "
+                 "repetitions; bar "
                  f"{ONE_PROCESS_COMPILE_BAR}x. The process warms compile by compile: where the mode was compiled "
                  "right after off and the control last, the estimate leans against the mode; odd repetitions "
                  "compile the control first, leaning for it, and two repetitions give the mean of both (the "
@@ -439,7 +456,7 @@ def method_text(summary: dict) -> str:
 
 def markdown(rows: list[dict], command: str, status: dict | None = None, note: str | None = None) -> str:
     summary = summarize(rows)
-    method = (method_text(summary) + " Fast = off code: the generated code's hash equals off's. Templates: Triton GEMM "
+    method = (method_text(summary, kernel_caches(rows)) + " Fast = off code: the generated code's hash equals off's. Templates: Triton GEMM "
               "template kernels in the generated code (0: every GEMM kept aten). Bars: fast compile <= "
               f"{COMPILE_BAR}x off from fresh processes ({ONE_PROCESS_COMPILE_BAR}x estimated in one process), step <= {ONE_PROCESS_STEP_BAR}x off judged in one process, <= {STEP_BAR}x from "
               "fresh processes.")

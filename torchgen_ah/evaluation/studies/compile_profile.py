@@ -7,8 +7,10 @@ distinct), the chosen ones under cProfile, and the functions that took more time
 
 Fresh processes compile the same code up to 36% apart on the GPU machine (the two off processes of a
 FlexAttention model: 6.6 and 9.0 s), so a fresh-process ratio cannot say where a mode's extra second goes.
-In one process, a mode compiled after off finds off's compiled kernels in the caches (Inductor's caches of
-whole graphs are switched off, so every mode lowers and generates its code); ``off_again`` is the control. Profiled compiles run slower than plain ones (cProfile's own cost, most on Python-heavy phases);
+In one process every mode lowers and generates its code (Inductor's caches of whole graphs are switched off)
+and compiles its kernels cold, in caches of its own (``own_kernel_caches``: a kept template renumbers the
+kernels after it, so a mode finding off's kernels compiled recompiled those while the control did not);
+``off_again`` is the control. Profiled compiles run slower than plain ones (cProfile's own cost, most on Python-heavy phases);
 the diff compares two profiled compiles, so the cost hits both. cProfile sees this thread only: work in
 Inductor's compile workers shows as time waiting on their results. Output: per mode the wall seconds of its
 first calls, its Dynamo graphs and whether its code is off's; per profiled mode ``DIR/<model>_<mode>.txt``
@@ -105,7 +107,9 @@ def compile_modes(torch, built, modes: list[str], profiled: set[str], sync, cuda
     import ah_plugin
     from ah_plugin.inductor import compile_tools
     from ah_plugin.inductor.generated_code_capture import capturing_code
-    from torchgen_ah.evaluation import e2e_models, one_process, zoo_one_process
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    from torchgen_ah.evaluation import e2e_models, one_process, own_kernel_caches, zoo_one_process
     from torchgen_ah.evaluation.generated_code import code_fingerprint
 
     batches = built.entry.batches or (built.entry.batch,)
@@ -115,17 +119,20 @@ def compile_modes(torch, built, modes: list[str], profiled: set[str], sync, cuda
     for mode in modes:
         with zoo_one_process.plugin_scope(ah_plugin, mode):
             # every mode lowers and generates its code (with the whole-graph cache a control after off loaded
-            # off's compiled graph: 0.3 s of off's 11 s on the CPU); only compiled kernels are reused
+            # off's compiled graph: 0.3 s of off's 11 s on the CPU)
             options.append({**zoo_one_process.mode_options(mode, cudagraphs), **one_process.NO_GRAPH_CACHE})
     out = {}
+    root = cache_dir()
     grad = torch.enable_grad() if built.train else torch.no_grad()
     with grad:
-        for mode, opts in zip(modes, one_process.distinct_options(options)):
+        for index, (mode, opts) in enumerate(zip(modes, one_process.distinct_options(options))):
             compile_tools.forget_dynamic_shapes()
             graphs = compile_tools.dynamo_graph_count()
             phases = compile_tools.phase_seconds()
             profiler = cProfile.Profile() if mode in profiled else None
-            with zoo_one_process.plugin_scope(ah_plugin, mode), capturing_code() as codes:
+            folder = own_kernel_caches.mode_folder(root, index, mode)  # its kernels compiled cold
+            with own_kernel_caches.own_kernel_caches(folder), zoo_one_process.plugin_scope(ah_plugin, mode), \
+                    capturing_code() as codes:
                 compiled = torch.compile(built.model, options=opts)
                 steps = [e2e_models.step_function(torch, built.model, compiled, args, built.train)
                          for args in inputs.values()]
