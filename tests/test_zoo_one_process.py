@@ -173,6 +173,10 @@ def test_compile_is_estimated_in_one_process_where_every_mode_lowered_its_graph_
     assert "compiled every kernel cold, in Inductor and Triton caches of its own" in own_text
     assert "found off's kernels compiled" not in own_text
     assert "(rows with `kernel_caches` `per_mode`)" in zoo_report.markdown([*own, {**rows[4], "rep": 1}], "cmd")
+    # kernels each mode's own: quality, after fast, gets an estimate too (the older rows leave it to fresh ones)
+    quality = zoo_report.summarize(own)["flex"]["modes"]["quality"]
+    assert quality["compile_source"] == zoo_report.ONE_PROCESS_SOURCE
+    assert quality["compile_ratio"] == pytest.approx((7.8 + 9.0 - 1.8) / 7.8)
     # fast compiled before off (cold), or the control before off (cold): no estimate, the fresh ratio judges
     for order in (["fast", "off", "quality", "off_again"], ["off_again", "off", "fast", "quality"]):
         moved = [*rows[:4], {**_one_row("flex", order, windows, **steps), "whole_graph_cache": False}]

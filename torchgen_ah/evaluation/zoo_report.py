@@ -17,7 +17,8 @@ a mode's compile ratio is estimated there: (off's fresh compile + the mode's sha
 control's) / off's fresh compile. In that process every mode compiles its kernels cold, in caches of its own
 (``own_kernel_caches``; rows written before found off's kernels compiled, as the control did, and a mode that
 keeps templates, which renumber the kernels after them, recompiled kernels the control found); the estimate is
-taken only for the first mode compiled after off and its twin and where the control came after off. The process warms compile by compile: with the control last the estimate leans against the
+taken where the control came after off, for every mode after off (for the first one only in the older rows, where
+a later mode found the earlier modes' kernels compiled too). The process warms compile by compile: with the control last the estimate leans against the
 mode, with the control first (odd repetitions, ``one_process_order``) for it. The fresh-process ratio is shown
 beside it where it ran. The quality report (``zoo_quality_report``) keeps fresh ratios.
 """
@@ -77,9 +78,9 @@ def one_process_steps(judged: list[dict]) -> dict:
 
 def one_process_compile(judged: list[dict]) -> dict:
     """{mode: median seconds the mode's compile took over the control's (``off_again``)} from the one-process
-    rows compiled without the whole-graph cache, for the modes compiled after off with no other mode between
-    but off's twins (each then finds off's kernels compiled and nothing else), where the control too came
-    after off.
+    rows compiled without the whole-graph cache, where the control too came after off: for every mode after
+    off where each compiled its kernels in caches of its own, else (older rows) for the modes compiled after
+    off with no other mode between but off's twins (each then found off's kernels compiled and nothing else).
 
     A process grows warmer compile by compile (gpt2 on an H200: fast 1.16x off's compile estimated with
     fast second and the control third, while fast took 0.97x the control's seconds compiled after it), so
@@ -99,7 +100,9 @@ AGAINST, FOR = "against", "for"  # a mode's place in the one process: right afte
 
 
 def _estimates(judged: list[dict]) -> dict:
-    """{mode: [(its compile seconds minus the control's, AGAINST or FOR)]} over ``one_process_compile``'s rows."""
+    """{mode: [(its compile seconds minus the control's, AGAINST or FOR)]} over ``one_process_compile``'s rows:
+    the first mode after off, or, where every mode compiled its kernels in caches of its own (none finds
+    another's kernels), each mode after off."""
     extra: dict = {}
     for row in judged:
         order = row["modes"]
@@ -110,12 +113,14 @@ def _estimates(judged: list[dict]) -> dict:
         if control_at < first:
             continue
         control = row["steps"]["off_again"]["compile_seconds_shared"]
+        every = row.get(own_kernel_caches.ROW_FIELD) == own_kernel_caches.PER_MODE
         for at, mode in enumerate(order[first + 1:], start=first + 1):
             if mode in OFF_MODES:
                 continue
             place = FOR if control_at < at else AGAINST
             extra.setdefault(mode, []).append((row["steps"][mode]["compile_seconds_shared"] - control, place))
-            break
+            if not every:
+                break
     return extra
 
 
