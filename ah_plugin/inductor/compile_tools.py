@@ -17,6 +17,9 @@ offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo
   plugin's own);
 * ``allow_recompiles(count)``: Dynamo recompiles one function at least ``count`` times before it gives up;
 * ``forget_dynamic_shapes()``: Dynamo forgets which sizes it saw change, as in a fresh process;
+* ``cache_folder()``: the folder Inductor caches compiled code in now; ``forget_compiled_kernels()``: Inductor's
+  in-memory table of Triton kernels compiled in this process emptied (the next compile of a kernel goes to
+  the caches on disk, or compiles it);
 * ``replay_time_ms(fn)``: replay timing capturing on the CUDA-graph trees' stream (``graph_trees``).
 * ``vec_isa_trusted()``: the CPU's vector ISA probed once, for processes started with fresh caches.
 
@@ -128,6 +131,22 @@ def forget_dynamic_shapes() -> None:
     the dynamic graph), not the dynamic graph at once. Compiled code is kept."""
     pgo = importlib.import_module("torch._dynamo.pgo")
     pgo.reset_code_state()
+
+
+def cache_folder() -> str:
+    """The folder Inductor caches compiled code in (``TORCHINDUCTOR_CACHE_DIR``, read at every use)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return cache_dir()
+
+
+def forget_compiled_kernels() -> None:
+    """Empty Inductor's in-memory table of the Triton kernels compiled in this process (keyed by source)."""
+    from torch._inductor import async_compile
+
+    table = getattr(async_compile, "CompiledTritonKernels", None)
+    if table is not None and hasattr(table, "cache_clear"):
+        table.cache_clear()
 
 
 def observe_autotunings(records: list) -> None:

@@ -25,22 +25,15 @@ ROW_FIELD = "kernel_caches"  # the one-process row's field saying how its modes 
 PER_MODE = "per_mode"
 
 
-def _forget_compiled_triton_kernels() -> None:
-    """Empty Inductor's in-memory table of Triton kernels compiled in this process (keyed by source)."""
-    from torch._inductor import async_compile
-
-    table = getattr(async_compile, "CompiledTritonKernels", None)
-    if table is not None and hasattr(table, "cache_clear"):
-        table.cache_clear()
-
-
 @contextlib.contextmanager
 def own_kernel_caches(folder: str):
     """Compile into ``folder`` for the block: Inductor's cache there and Triton's under it, the in-memory
     table of compiled Triton kernels emptied first; the variables as they were afterwards."""
+    from ah_plugin.inductor import compile_tools  # the compiling process only (the zoo's report imports torch nowhere)
+
     os.makedirs(folder, exist_ok=True)
     with compile_caches_in(folder):
-        _forget_compiled_triton_kernels()
+        compile_tools.forget_compiled_kernels()
         yield folder
 
 

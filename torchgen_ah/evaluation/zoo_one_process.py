@@ -120,9 +120,7 @@ def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
     from ah_plugin.inductor.generated_code_capture import capturing_code
     from torchgen_ah.evaluation.result_check import checked_error
 
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    root = cache_dir()  # the process's fresh caches; each mode compiles in a folder of its own under them
+    root = compile_tools.cache_folder()  # the process's fresh caches; each mode compiles in a folder of its own
     folders = {mode: own_kernel_caches.mode_folder(root, index, mode) for index, mode in enumerate(options)}
     out = {}
     for mode, opts in options.items():

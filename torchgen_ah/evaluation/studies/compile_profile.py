@@ -107,8 +107,6 @@ def compile_modes(torch, built, modes: list[str], profiled: set[str], sync, cuda
     import ah_plugin
     from ah_plugin.inductor import compile_tools
     from ah_plugin.inductor.generated_code_capture import capturing_code
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
     from torchgen_ah.evaluation import e2e_models, one_process, own_kernel_caches, zoo_one_process
     from torchgen_ah.evaluation.generated_code import code_fingerprint
 
@@ -122,7 +120,7 @@ def compile_modes(torch, built, modes: list[str], profiled: set[str], sync, cuda
             # off's compiled graph: 0.3 s of off's 11 s on the CPU)
             options.append({**zoo_one_process.mode_options(mode, cudagraphs), **one_process.NO_GRAPH_CACHE})
     out = {}
-    root = cache_dir()
+    root = compile_tools.cache_folder()
     grad = torch.enable_grad() if built.train else torch.no_grad()
     with grad:
         for index, (mode, opts) in enumerate(zip(modes, one_process.distinct_options(options))):
