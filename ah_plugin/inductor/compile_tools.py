@@ -17,9 +17,9 @@ offline tuning), so that none of them reaches into ``torch._inductor`` or Dynamo
   plugin's own);
 * ``allow_recompiles(count)``: Dynamo recompiles one function at least ``count`` times before it gives up;
 * ``forget_dynamic_shapes()``: Dynamo forgets which sizes it saw change, as in a fresh process;
-* ``cache_folder()``: the folder Inductor caches compiled code in now; ``forget_compiled_kernels()``: Inductor's
-  in-memory table of Triton kernels compiled in this process emptied (the next compile of a kernel goes to
-  the caches on disk, or compiles it);
+* ``cache_folder()``: the folder Inductor caches compiled code in now; ``forget_compiled_code()``: Inductor's
+  in-process caches of compiled code and of their folders emptied, as its own fresh-cache context does (the
+  next compile goes to the caches on disk, or compiles);
 * ``replay_time_ms(fn)``: replay timing capturing on the CUDA-graph trees' stream (``graph_trees``).
 * ``vec_isa_trusted()``: the CPU's vector ISA probed once, for processes started with fresh caches.
 
@@ -140,13 +140,17 @@ def cache_folder() -> str:
     return cache_dir()
 
 
-def forget_compiled_kernels() -> None:
-    """Empty Inductor's in-memory table of the Triton kernels compiled in this process (keyed by source)."""
-    from torch._inductor import async_compile
+def forget_compiled_code() -> bool:
+    """Empty Inductor's in-process caches registered for its fresh-cache context (compiled C++ and Python
+    modules, generated template code, the local cache's folder, the selector's precompile results); the
+    autotuning callbacks stay. False where this torch has no such registry (nothing emptied)."""
+    from torch._inductor import utils as inductor_utils
 
-    table = getattr(async_compile, "CompiledTritonKernels", None)
-    if table is not None and hasattr(table, "cache_clear"):
-        table.cache_clear()
+    clear = getattr(inductor_utils, "clear_caches", None)
+    if not callable(clear):
+        return False
+    clear()
+    return True
 
 
 def observe_autotunings(records: list) -> None:

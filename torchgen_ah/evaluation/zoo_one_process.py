@@ -7,7 +7,8 @@ processes' wall time (``zoo_worker``), or estimated from here where it can be: e
 Inductor's whole-graph cache off (``one_process.NO_GRAPH_CACHE``; with it the control ``off_again`` loaded
 off's compiled graph) and its kernels cold, in Inductor and Triton caches of its own (``own_kernel_caches``:
 a kept template renumbers the kernels after it, which a mode finding off's kernels compiled then recompiled
-while the control did not), so each lowers its graph and compiles its code as a fresh process does; the
+while the control did not; ``triton_binaries`` counts what each compiled), so each lowers its graph and
+compiles its code into cold caches as off's first compile did, in a process already warm; the
 first mode after off less the control is what that mode adds to off's compile (``zoo_report``). Phases:
 
 1. compile: per mode, in the order given, Dynamo's memory of changing sizes cleared (the mode compiles the
@@ -103,14 +104,17 @@ def measure(torch, built, spec: dict) -> dict:
         fields[mode] = {"step_ms": geometric_mean(by_batch.values()), "compile_seconds_shared": sum(c["seconds"]),
                         "compile_calls": [round(s, 3) for s in c["seconds"]], "code": code_fingerprint(c["codes"]),
                         "code_summary": code_summary(c["codes"]), "result_error": max(checked) if checked else None,
-                        "plugin": c["plugin"], **({"step_ms_by_batch": by_batch} if built.entry.batches else {})}
+                        "plugin": c["plugin"], "triton_binaries": c["triton_binaries"],
+                        **({"step_ms_by_batch": by_batch} if built.entry.batches else {})}
         off = compiled.get("off")
         if off is not None and mode != "off":
             diff = first_difference(off["codes"], c["codes"])
             if diff is not None:  # what differs from off's code, where the fingerprint says it does
                 fields[mode]["code_diff_from_off"] = diff
     return {"modes": list(modes), "steps_per_window": per_window, "windows_ms": windows, "steps": fields,
-            "whole_graph_cache": False, own_kernel_caches.ROW_FIELD: own_kernel_caches.PER_MODE}
+            "whole_graph_cache": False, own_kernel_caches.ROW_FIELD: own_kernel_caches.PER_MODE
+            if all(c["caches"] == own_kernel_caches.PER_MODE for c in compiled.values())
+            else own_kernel_caches.FOLDERS_ONLY}
 
 
 def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
@@ -125,7 +129,7 @@ def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
     out = {}
     for mode, opts in options.items():
         compile_tools.forget_dynamic_shapes()
-        with own_kernel_caches.own_kernel_caches(folders[mode]), plugin_scope(ah_plugin, mode), \
+        with own_kernel_caches.own_kernel_caches(folders[mode]) as caches, plugin_scope(ah_plugin, mode), \
                 capturing_code() as codes:
             compiled = torch.compile(built.model, options=opts)
             clock = CompileClock(compile_tools, codes, sync)
@@ -138,7 +142,8 @@ def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
             plugin = plugin_fields(ah_plugin.status())
         if not codes:
             raise OutsideScope(f"{mode} compiled nothing: Dynamo ran a graph compiled for another mode")
-        out[mode] = {"steps": steps, "seconds": clock.seconds, "codes": codes, "errors": errors, "plugin": plugin}
+        out[mode] = {"steps": steps, "seconds": clock.seconds, "codes": codes, "errors": errors, "plugin": plugin,
+                     "caches": caches}
     for mode, c in out.items():
         with own_kernel_caches.own_kernel_caches(folders[mode]), plugin_scope(ah_plugin, mode), \
                 capturing_code() as codes:
@@ -147,6 +152,7 @@ def _compile(torch, built, options: dict, inputs: dict, sync) -> dict:
                 clock.call(step)
         c["seconds"] += clock.seconds
         c["codes"] += codes
+        c["triton_binaries"] = own_kernel_caches.triton_binaries(folders[mode])
     return out
 
 

@@ -200,6 +200,9 @@ def main(argv=None) -> int:
         shutil.rmtree(caches, ignore_errors=True)
         return command_line.fail(PROG, RuntimeError("--device cuda needs a CUDA GPU (or pass --device cpu)"))
     try:
+        from ah_plugin.inductor import compile_tools
+
+        compile_tools.without_compile_caches()  # every mode autotunes for itself, as the zoo's judging does
         built = zoo_models.build(torch, args.model, args.device)
         sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
         cudagraphs = args.device == "cuda" and not args.no_cudagraphs
